@@ -28,7 +28,7 @@ class ConversationUpdates:
     bus: EventBus
     index: ConversationIndex
     _cache: RecordCache[ConversationRecord]
-    _notes: dict[str, builtins.list[str]]
+    _notes: RecordCache[builtins.list[str]]
 
     if TYPE_CHECKING:  # the manager's own (bot.conversations, bot.conversation_writes)
 
@@ -233,10 +233,10 @@ class ConversationUpdates:
 
     # -- notes for the next reply (e.g. naming's suggestSplit) -------------------------
     def add_note(self, conv_id: str, text: str) -> None:
-        self._notes.setdefault(conv_id, []).append(text)
+        self._notes[conv_id] = [*(self._notes.get(conv_id) or ()), text]
 
     def take_notes(self, conv_id: str) -> builtins.list[str]:
-        return self._notes.pop(conv_id, [])
+        return self._notes.pop(conv_id) or []
 
     def restore_notes(self, conv_id: str, notes: Iterable[str]) -> None:
         """Put back, first, the notes a reply carried without delivering them (it failed,
@@ -244,7 +244,7 @@ class ConversationUpdates:
         good, the split offer of a reply that failed was never made."""
         back = list(notes)
         if back:
-            self._notes[conv_id] = [*back, *self._notes.get(conv_id, [])]
+            self._notes[conv_id] = [*back, *(self._notes.get(conv_id) or ())]
 
     async def record_split_offered(self, conv_id: str) -> ConversationRecord:
         """In the transcript: a reply offered to split the conversation (naming's

@@ -69,7 +69,9 @@ class ConversationManager(ConversationWrites, ConversationUpdates):
         # per e-mail thread and group ever seen, for the life of the daemon.
         self._pins: RecordCache[str] = RecordCache(RECORDS)
         self._locks = keyed_locks()
-        self._notes: dict[str, list[str]] = {}
+        # notes for the next reply (a split offer), of the latest conversations only:
+        # before session 41 those no reply ever carried stayed for the life of the daemon
+        self._notes: RecordCache[list[str]] = RecordCache(RECORDS)
         # channel -> the conversation created or given a turn last by this process (see
         # most_recent)
         self._latest: dict[str, str] = {}

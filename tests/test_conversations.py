@@ -320,3 +320,25 @@ async def test_pins_are_bounded_and_a_pin_dropped_is_read_from_the_index(
         assert users == ["hello group 0", "back in group 0"]
     finally:
         await shutdown_services(services)
+
+
+async def test_notes_for_the_next_reply_are_kept_for_the_latest_conversations_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 41): a note (a split offer) no reply ever carried stayed for
+    # the life of the daemon, one per conversation that never continued.
+    monkeypatch.setattr("bot.conversations.RECORDS", 2, raising=False)  # (2,048)
+    services = await open_services(make_config(tmp_path))
+    try:
+        manager = services.conversations
+        for conv in ("conv-a", "conv-b", "conv-c"):
+            manager.add_note(conv, f"split {conv}?")
+        assert len(manager._notes) == 2 and manager.take_notes("conv-a") == []
+        manager.add_note("conv-c", "another")
+        assert manager.take_notes("conv-c") == ["split conv-c?", "another"]
+        manager.restore_notes("conv-c", ["split conv-c?"])  # a reply that failed
+        manager.add_note("conv-c", "later")
+        assert manager.take_notes("conv-c") == ["split conv-c?", "later"]
+        assert manager.take_notes("conv-c") == []
+    finally:
+        await shutdown_services(services)

@@ -35,7 +35,7 @@ from bot.lifecycle.queue import AbbreviationQueue
 from bot.lifecycle.records import LifecycleServices, VectorIndex
 from bot.lifecycle.recovery import Recovery
 from bot.lifecycle.timers import Backoff, Clock, IdleTimers, ManualClock, SystemClock
-from bot.record_cache import keyed_locks
+from bot.record_cache import RECORDS, RecordCache, keyed_locks
 from bot.tasks import until_done
 
 __all__ = ["Clock", "Lifecycle", "ManualClock", "Naming", "Outcome", "SystemClock"]
@@ -89,8 +89,11 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         self._unsubscribe: list[Callable[[], None]] = []
         self._naming_tasks: dict[str, asyncio.Task[Naming | None]] = {}
         self._naming_locks: MutableMapping[str, asyncio.Lock] = keyed_locks()
-        self._split_noted: set[str] = set()
-        self._split_notes: dict[str, str] = {}
+        # Split offers made (a cache of the transcripts' events) and queued for the next
+        # reply, of the latest conversations only: before session 41 those of every
+        # conversation whose offer no reply delivered stayed for the life of the daemon.
+        self._split_noted: RecordCache[bool] = RecordCache(RECORDS)
+        self._split_notes: RecordCache[str] = RecordCache(RECORDS)
         # Conversations whose notes were written before a reply to a noted turn landed.
         self._late_replies: set[str] = set()
         self._model_down_until: datetime | None = None
@@ -110,7 +113,8 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         self._model_backoff = Backoff(period, MAX_VECTOR_BACKOFF)
         self._owed_naming: asyncio.Task[None] | None = None  # namings still owed, in turn
         self._naming_backoff = Backoff(period, MAX_VECTOR_BACKOFF)
-        self._naming_failures: Counter[str] = Counter()  # the order of the retries
+        # the order of the retries: failures of those still owed a naming (NamingRuns)
+        self._naming_failures: Counter[str] = Counter()
         self._running = False
         self._recovered = asyncio.Event()  # start() queued what the last run left owed
 

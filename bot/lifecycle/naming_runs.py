@@ -20,6 +20,7 @@ from bot.lifecycle.naming import Namer, Naming
 from bot.lifecycle.prompts import SPLIT_NOTE
 from bot.lifecycle.records import unnamed
 from bot.lifecycle.timers import Backoff, Clock
+from bot.record_cache import RecordCache
 from bot.tasks import spawn
 
 log = logging.getLogger("my_agent.lifecycle")
@@ -41,8 +42,8 @@ class NamingRuns:
     counters: Counter[str]
     _naming_tasks: dict[str, asyncio.Task[Naming | None]]
     _naming_locks: MutableMapping[str, asyncio.Lock]
-    _split_noted: set[str]
-    _split_notes: dict[str, str]  # conversation -> its queued split offer, until a reply
+    _split_noted: RecordCache[bool]  # conversations offered a split (else: read)
+    _split_notes: RecordCache[str]  # conversation -> its queued split offer, until a reply
     _owed_naming: asyncio.Task[None] | None
     _naming_backoff: Backoff
     _naming_failures: Counter[str]
@@ -160,7 +161,7 @@ class NamingRuns:
             done = "re-named, title kept:"
         log.info("%s %s %r %s (%s)", done, conv_id, naming.title, naming.topics, naming.method)
         if offer:
-            self._split_noted.add(conv_id)
+            self._split_noted[conv_id] = True
             topics = ", ".join(naming.topics) or "several subjects"
             split = naming.split_topic or "one of them"
             note = SPLIT_NOTE.format(topics=topics, split=split)
@@ -185,7 +186,7 @@ class NamingRuns:
         """A reply delivered ``notes`` (bus ``notes_delivered``): when the split offer was
         among them, the transcript says it was made."""
         if self._split_notes.get(conversation_id) in notes:
-            del self._split_notes[conversation_id]
+            self._split_notes.pop(conversation_id)
             await self.conversations.record_split_offered(conversation_id)
 
     async def _split_offered(self, conv_id: str) -> bool:
@@ -197,7 +198,7 @@ class NamingRuns:
             return True
         lines = await asyncio.to_thread(self.conversations.read_lines, conv_id)
         if any(line.get("type") == "event" and line.get(SPLIT_OFFERED) for line in lines):
-            self._split_noted.add(conv_id)
+            self._split_noted[conv_id] = True
             return True
         return False
 
@@ -210,6 +211,8 @@ class NamingRuns:
             await self._name(conv_id, initial=False)
             if self.counters["naming_model_failed"] > before:
                 self._naming_failures[conv_id] += 1
+            else:  # named (or nothing to do): its failures no longer order anything
+                self._naming_failures.pop(conv_id, None)
 
     async def _owed_names(self) -> list[Any]:
         """Conversations owed a naming or a re-naming (:func:`unnamed`)."""
@@ -230,6 +233,11 @@ class NamingRuns:
             log.exception("listing the conversations owed a naming failed")
             return
         owed = [rec.id for rec in records if rec.id not in pending]
+        # Only those still owed are counted: before session 41 a conversation failed once
+        # kept its count for the life of the daemon, named since or deleted.
+        listed = {rec.id for rec in records}
+        for conv_id in [c for c in self._naming_failures if c not in listed]:
+            del self._naming_failures[conv_id]
         # Those the model failed on most go last: one it always refuses (its prompt, not
         # an outage) would otherwise stop every retry at the first conversation.
         owed.sort(key=lambda conv_id: self._naming_failures[conv_id])

@@ -794,3 +794,61 @@ async def test_a_forwarded_mail_has_no_topic_fwd() -> None:
     naming = await Namer(None).name(_record("email", subject="Fwd: Lisbon trip"), turns)
     assert naming.title == "Lisbon Trip"
     assert "lisbon" in naming.topics and "fwd" not in naming.topics, naming.topics
+
+
+async def test_naming_failures_are_counted_only_while_the_naming_is_owed(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression (session 41): a conversation whose naming the model failed kept its
+    # count (the retries' order) for the life of the daemon, named since or not.
+    refused = (await core.manager.create("web")).id
+    await _user_turns(core, refused, 6, text="zebra crossing fines")
+    owed = (await core.manager.create("web")).id
+    await _user_turns(core, owed, 6, text="kitchen renovation budget")
+    for each in (refused, owed):
+        await core.manager.set_abbreviation(each, "Notes.", None)
+
+    def naming(system: str, prompt: str) -> str:
+        if "zebra" in prompt:
+            raise RequestRefused("400 invalid request")
+        return '{"title": "Kitchen Renovation Budget", "topics": ["kitchen"]}'
+
+    model.naming = unavailable()
+    lifecycle = await make_lifecycle(model)
+    await lifecycle.settle()
+    for _ in range(4):  # the outage: each sweep's retry fails at its first
+        clock.advance(1200)
+        await lifecycle.run_due()
+    assert set(lifecycle._naming_failures) == {refused, owed}
+    model.naming = naming
+    for _ in range(6):  # (past the backoff the outage left)
+        clock.advance(3600)
+        await lifecycle.run_due()
+    assert (await core.row(owed)).title == "Kitchen Renovation Budget"
+    assert set(lifecycle._naming_failures) == {refused}  # still owed, still counted
+    await core.manager.rename(refused, "Zebra Fines")  # by hand: owed no more
+    for _ in range(4):  # the next sweep retrying the namings, past the backoff
+        clock.advance(3600)
+        await lifecycle.run_due()
+    assert not lifecycle._naming_failures
+
+
+async def test_split_offers_are_kept_for_the_latest_conversations_only(
+    core: Core, make_lifecycle: MakeLifecycle, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 41): a split offer no reply delivered (the conversation never
+    # continued) stayed queued for the life of the daemon, one per conversation.
+    monkeypatch.setattr("bot.lifecycle.RECORDS", 2, raising=False)  # (2,048)
+    model.naming = SPLIT_NAMING
+    lifecycle = await make_lifecycle(model)
+    convs = []
+    for _ in range(3):
+        convs.append((await core.manager.create("web")).id)
+        await _user_turns(core, convs[-1], 5)
+        await lifecycle.settle()
+    assert list(lifecycle._split_notes) == convs[1:]
+    assert list(lifecycle._split_noted) == convs[1:]
+    notes = tuple(core.manager.take_notes(convs[2]))
+    await core.bus.emit("notes_delivered", conversation_id=convs[2], notes=notes)
+    assert core.events(convs[2], "meta_update")[-1]["splitOffered"] is True
+    assert list(lifecycle._split_notes) == convs[1:2]
