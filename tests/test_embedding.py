@@ -248,19 +248,22 @@ def _load_offline(cache: Path) -> tuple[list[str], float, int]:
     import subprocess
     import sys
 
+    # The port stays bound (never listening) while the child runs: a port closed
+    # before it, as until session 41, could be taken meanwhile by another test's or
+    # program's server, whose 404 the child logged (a failure of this test in a full run).
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", ENV_MODEL_PATH))}
-    env["HF_ENDPOINT"] = f"http://127.0.0.1:{port}"
-    done = subprocess.run(
-        [sys.executable, "-c", _OFFLINE_DAEMON_LOAD, str(cache)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", ENV_MODEL_PATH))}
+        env["HF_ENDPOINT"] = f"http://127.0.0.1:{port}"
+        done = subprocess.run(
+            [sys.executable, "-c", _OFFLINE_DAEMON_LOAD, str(cache)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=Path(__file__).resolve().parents[1],
+        )
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     return lines, float(done.stdout), port
 
