@@ -5,10 +5,7 @@
   ``GET /api/conversations/{id}/turns/{n}?role=``: a cut turn whole
 - ``GET /api/search?q=&channel=&from=&to=&conversation=&cursor=``: the hybrid search
   (seed 000 Flow 4)
-- ``GET /api/external``: parties with tier, recent messages and pending escalations
-- ``POST /api/external/{party_id}/tier`` {tier} and ``.../reply`` {text, ref}:
-  Trust/Block/Reply (``ref``: the page's token for one reply, which it is queued by once;
-  the answer's ``sent`` says where it went)
+- the External panel's (``/api/external``): :mod:`channels.web.external`
 
 Conversation chat itself goes over the WebSocket (:mod:`channels.web.ws`).
 """
@@ -17,16 +14,12 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from bot.command_search import focus_turn, search_channel
 from bot.owner_days import day_range, owner_zone
-from bot.party_lines import sent_to
-from bot.party_tiers import handles_of, tier_now
 from channels.web.paging import LAST_POSITION
 from channels.web.titles import derived_titles
 from channels.web.views import conversation_meta
@@ -36,12 +29,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("my_agent.web.api")
 
-TIERS = ("known", "untrusted", "blocked")
-_REF = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a Reply's ref, made by the page
-MESSAGES_PER_PARTY = 20
 
-
-def _int(
+def query_int(
     request: web.Request, key: str, default: int | None, lo: int = 0, hi: int | None = None
 ) -> int | None:
     """Query parameter ``key`` as a number within ``lo``..``hi``; a 400 naming it if it is
@@ -77,8 +66,8 @@ class Api:
             channel = search_channel(self.services.config, request.query.get("channel") or None)
         except ValueError as exc:
             return web.json_response({"error": str(exc)}, status=400)
-        limit = _int(request, "limit", 100, 1, 500) or 100
-        offset = _int(request, "offset", 0) or 0
+        limit = query_int(request, "limit", 100, 1, 500) or 100
+        offset = query_int(request, "offset", 0) or 0
         records = await self.services.conversations.list(
             channel=channel, limit=limit, offset=offset
         )
@@ -92,11 +81,11 @@ class Api:
             return web.json_response({"error": "not found"}, status=404)
         page = await self.channel.read_page(
             cid,
-            _int(request, "limit", 50, 1, 500) or 50,
-            before=_int(request, "before", None),
-            around=_int(request, "around", None),
-            older_than=_int(request, "olderThan", None),
-            newer_than=_int(request, "newerThan", None),
+            query_int(request, "limit", 50, 1, 500) or 50,
+            before=query_int(request, "before", None),
+            around=query_int(request, "around", None),
+            older_than=query_int(request, "olderThan", None),
+            newer_than=query_int(request, "newerThan", None),
         )
         titles = await derived_titles(self.services, [rec])
         return web.json_response(
@@ -158,7 +147,7 @@ class Api:
             "date_from": date_from,
             "date_to": date_to,
             "conversation_id": conversation,
-            "limit": _int(request, "limit", 20, 1, 100),
+            "limit": query_int(request, "limit", 20, 1, 100),
             "cursor": request.query.get("cursor") or None,
         }
         try:
@@ -174,140 +163,6 @@ class Api:
             result["label"] = conversation_meta(rec)["label"] if rec is not None else ""
         return web.json_response(body)
 
-    # -- external communications ----------------------------------------------------
-    async def external(self, request: web.Request) -> web.Response:
-        db = self.services.index.db
-        # Messages counted both ways from external_messages: the parties' message_count
-        # counts only what they sent, and a party answered twice read "1 message".
-        parties = await db.fetchall(
-            "SELECT p.id, p.channel, p.party_key, p.display_name, p.tier, p.tier_source,"
-            " json_extract(p.meta, '$.handles'), p.created, p.updated,"
-            " (SELECT count(*) FROM external_messages m"
-            "  WHERE m.party_id = p.id AND m.direction = 'in'),"
-            " (SELECT count(*) FROM external_messages m"
-            "  WHERE m.party_id = p.id AND m.direction = 'out'),"
-            " p.tokens_in, p.tokens_out, p.cost_total"
-            " FROM external_parties p ORDER BY p.updated DESC LIMIT 200"
-        )
-        escalations = await db.fetchall(
-            "SELECT id, party_id, created, text FROM escalations WHERE status = 'pending'"
-            " ORDER BY id"
-        )
-        pending: dict[str, list[dict[str, Any]]] = {}
-        for eid, pid, created, text in escalations:
-            pending.setdefault(pid, []).append({"id": eid, "created": created, "text": text})
-        out = []
-        for row in parties:
-            pid, channel, key, name, *stored, created, updated, n_in, n_out = row[:-3]
-            spent = row[-3:]
-            # the tier that applies now: the record's is as of their last message, and
-            # the owner may have changed trust.contacts since (before session 30 a
-            # contact taken off the list showed "known" until they wrote again)
-            tier, source = tier_now(
-                self.services.config, channel, key, stored[0], stored[1], handles_of(stored[2])
-            )
-            rows = await db.fetchall(
-                "SELECT direction, content, timestamp, kind FROM external_messages"
-                " WHERE party_id = ? ORDER BY id DESC LIMIT ?",
-                (pid, MESSAGES_PER_PARTY),
-            )
-            out.append(
-                {
-                    "id": pid,
-                    "channel": channel,
-                    "identity": key,
-                    "name": name,
-                    "tier": tier,
-                    "tierSource": source,
-                    "created": created,
-                    "updated": updated,
-                    "messageCount": n_in + n_out,
-                    "messagesIn": n_in,
-                    "messagesOut": n_out,
-                    # what the model's answers to them cost (session 40)
-                    "tokensIn": spent[0],
-                    "tokensOut": spent[1],
-                    "cost": round(float(spent[2]), 6),
-                    "escalations": pending.get(pid, []),
-                    "messages": [
-                        {"direction": d, "content": c, "timestamp": t, "kind": k}
-                        for d, c, t, k in reversed(rows)
-                    ],
-                }
-            )
-        return web.json_response({"parties": out, "tiers": list(TIERS)})
-
-    async def _body(self, request: web.Request) -> dict[str, Any]:
-        if request.content_type != "application/json":
-            # JSON only: a cross-site form cannot send it without a CORS preflight.
-            raise web.HTTPUnsupportedMediaType(text="application/json required")
-        try:
-            body = await request.json()
-        except (ValueError, RecursionError) as exc:
-            # ValueError: JSONDecodeError and a body that is not UTF-8
-            # (UnicodeDecodeError); RecursionError: JSON nested deeper than the
-            # decoder goes. Both were a 500 with a traceback in the log.
-            raise web.HTTPBadRequest(text="malformed JSON") from exc
-        if not isinstance(body, dict):
-            raise web.HTTPBadRequest(text="an object is required")
-        return body
-
-    async def set_tier(self, request: web.Request) -> web.Response:
-        body = await self._body(request)
-        tier = body.get("tier")
-        if tier not in TIERS:
-            return web.json_response({"error": f"tier must be one of {TIERS}"}, status=400)
-        party_id = request.match_info["party_id"]
-        if await self.services.external.get(party_id) is None:
-            return web.json_response({"error": "no such party"}, status=404)
-        await self.services.external.set_tier(party_id, tier)
-        log.info("owner set tier of %s to %s from the dashboard", party_id, tier)
-        await self.channel.hub.feed.on_external("tier")
-        return web.json_response({"ok": True, "tier": tier})
-
-    async def reply(self, request: web.Request) -> web.Response:
-        body = await self._body(request)
-        text = str(body.get("text") or "").strip()
-        if not text:
-            return web.json_response({"error": "empty reply"}, status=400)
-        party_id = request.match_info["party_id"]
-        party = await self.services.external.get(party_id)
-        if party is None:
-            return web.json_response({"error": "no such party"}, status=404)
-        ref = body.get("ref")
-        if ref is not None and not (isinstance(ref, str) and _REF.fullmatch(ref)):
-            return web.json_response({"error": "ref must be a short token"}, status=400)
-        # "all": to everyone their message went to, as /replyall (session 41)
-        to_all = body.get("all", False)
-        if not isinstance(to_all, bool):
-            return web.json_response({"error": "all must be true or false"}, status=400)
-        # Keyed by the page's ref for this reply, as /reply is by the owner's message: a
-        # POST sent again (a retry after a lost answer, a double submit) is queued and
-        # recorded once; before session 40 it had no key and went twice.
-        dedup = f"web:{ref or uuid.uuid4().hex}:to-party"
-        answering = await self.services.external.reply_thread(party)
-        if await self.services.outbox.has_key(dedup):
-            log.info("dashboard reply %s to %s was queued before: not again", ref, party_id)
-        else:
-            # Same path as the owner's /reply command: recorded, queued in the outbox, to
-            # the party alone (never reply-all to those their mail went to, session 40),
-            # or, with "all", to everyone their mail went to (/replyall, session 41).
-            await self.services.router.send_to_party(
-                party,
-                text,
-                kind="reply",
-                dedup=dedup,
-                answering=answering,
-                alone=True,
-                to_all=to_all,
-            )
-        await self.services.external.resolve_escalations(party_id, "replied")
-        await self.channel.hub.feed.on_external("reply")
-        # where it went, as /reply's confirmation says it (the page shows it)
-        address = self.services.config.channels.email.address
-        said = sent_to(party, answering, to_all=to_all, ourselves=[address] if address else [])
-        return web.json_response({"ok": True, "sent": said + "."})
-
 
 def setup_api(app: web.Application, channel: WebChannel) -> None:
     api = Api(channel)
@@ -315,6 +170,3 @@ def setup_api(app: web.Application, channel: WebChannel) -> None:
     app.router.add_get("/api/conversations/{conversation_id}", api.conversation)
     app.router.add_get("/api/conversations/{conversation_id}/turns/{number}", api.turn)
     app.router.add_get("/api/search", api.search)
-    app.router.add_get("/api/external", api.external)
-    app.router.add_post("/api/external/{party_id}/tier", api.set_tier)
-    app.router.add_post("/api/external/{party_id}/reply", api.reply)

@@ -35,6 +35,7 @@ from channels.web.auth import (
     cookie_name,
     load_or_create_token,
 )
+from channels.web.external import setup_external_api
 from channels.web.guard import guard_middlewares, origin_allowed
 from channels.web.login import setup_login
 from channels.web.pages import Page, read_page, read_turn
@@ -106,6 +107,7 @@ class WebChannel:
         app.router.add_static("/static", STATIC_DIR, follow_symlinks=False)
         setup_login(app, self)
         setup_api(app, self)
+        setup_external_api(app, self)
         setup_analytics(app, self)
         return app
 

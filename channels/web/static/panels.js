@@ -21,14 +21,70 @@ async function postJSON(url, body) {
   }
 }
 
-export async function loadExternal() {
-  const r = await fetch("/api/external", { credentials: "same-origin" });
-  if (sessionEnded(r)) return;
-  const data = await r.json();
+// The panel lists parties a page at a time, those with a pending escalation first (the
+// server's order). Before session 41 it showed the 200 most recently active and no more:
+// the longest-waiting escalations, of parties quiet since, could not be reached from it.
+const EXTERNAL_PAGE = 200;
+const EXTERNAL_MAX = 500; // the most /api/external gives in one request
+let externalShown = 0; // how many of the server's list this tab holds
+let externalLoads = 0; // the latest load: an older one's answer is dropped
+
+async function fetchParties(offset, want) {
+  const parties = [];
+  let total = 0;
+  while (parties.length < want) {
+    const limit = Math.min(EXTERNAL_MAX, want - parties.length);
+    const r = await fetch("/api/external?offset=" + (offset + parties.length) + "&limit=" + limit, { credentials: "same-origin" });
+    if (sessionEnded(r) || !r.ok) return null;
+    const data = await r.json();
+    total = data.total;
+    parties.push(...data.parties);
+    // fewer than asked: the server's own bound (the rest come by "Older parties")
+    if (!data.hasMore || data.parties.length < limit) break;
+  }
+  return { parties, total };
+}
+
+// ``more``: the next page after what the panel shows ("Older parties"); otherwise the
+// panel again from the top, as many as it showed (after Trust, Reply, a party's change).
+export async function loadExternal(more = false) {
+  const load = ++externalLoads;
+  const offset = more ? externalShown : 0;
+  const page = await fetchParties(offset, more ? EXTERNAL_PAGE : Math.max(EXTERNAL_PAGE, externalShown));
+  if (load !== externalLoads) return;
+  if (!page) {
+    if (more && $("external-more")) $("external-more").disabled = false; // to try again
+    return;
+  }
   const box = $("external-list");
-  box.textContent = "";
-  if (!data.parties.length) box.appendChild(el("p", "muted", "Nobody has written yet."));
-  for (const p of data.parties) box.appendChild(renderParty(p));
+  const focusedMore = document.activeElement && document.activeElement.id === "external-more";
+  if (more) {
+    const old = $("external-more");
+    if (old) old.parentNode.remove();
+  } else {
+    box.textContent = "";
+  }
+  externalShown = offset + page.parties.length;
+  if (!externalShown) box.appendChild(el("p", "muted", "Nobody has written yet."));
+  for (const p of page.parties) {
+    // the order moved between pages (a party wrote meanwhile): drawn once
+    if (more && box.querySelector('.party[data-party="' + CSS.escape(p.id) + '"]')) continue;
+    box.appendChild(renderParty(p));
+  }
+  if (externalShown < page.total) {
+    const row = el("p", "list-more");
+    const button = el("button", null, "Older parties");
+    button.type = "button";
+    button.id = "external-more";
+    button.addEventListener("click", () => {
+      button.disabled = true;
+      loadExternal(true);
+    });
+    row.appendChild(button);
+    row.appendChild(el("span", "muted", " " + externalShown + " of " + page.total + " shown"));
+    box.appendChild(row);
+    if (focusedMore) button.focus();
+  }
 }
 
 const NAME_CHARS = 120;

@@ -673,3 +673,33 @@ async def test_a_new_forwarded_address_per_guess_does_not_escape_the_limit(
     assert statuses[limit * 20 :] == [429] * 5
     told = [r for r in caplog.records if "rate limited" in r.getMessage()]
     assert 1 <= len(told) <= 5  # one per refused client (each here refused once)
+
+
+async def test_external_pages_list_every_party_the_waiting_ones_first(stack: Stack, client) -> None:
+    # Regression (session 41): /api/external listed the 200 most recently active parties
+    # and no more, so the longest-waiting escalations (of parties quiet since) could not
+    # be reached from the dashboard while its badge counted them. Pages (limit, offset,
+    # total) list everyone; parties with a pending escalation come first.
+    for n in range(5):
+        await stack.deliver_telegram(f"hello {n}", sender_id=f"90{n}", name=f"Party {n}")
+    parties = {p.party_key: p for p in await stack.services.external.list_parties()}
+    for key in ("901", "902", "903", "904"):  # all answered but the oldest
+        await stack.services.external.resolve_escalations(parties[key].id, "replied")
+    pages = []
+    for offset in (0, 2, 4):
+        async with client.get(
+            f"{stack.url}/api/external", params={"limit": 2, "offset": offset}
+        ) as r:
+            assert r.status == 200
+            pages.append(await r.json())
+    assert [page["total"] for page in pages] == [5, 5, 5]
+    assert [page["hasMore"] for page in pages] == [True, True, False]
+    listed = [p for page in pages for p in page["parties"]]
+    # the rest newest first (within a millisecond, by id: the order is total)
+    now = await stack.services.external.list_parties()
+    rest = sorted((p for p in now if p.party_key != "900"), key=lambda p: p.id)
+    rest.sort(key=lambda p: p.updated, reverse=True)
+    assert [p["identity"] for p in listed] == ["900", *(p.party_key for p in rest)]
+    assert [e["text"] for e in listed[0]["escalations"]] and not listed[1]["escalations"]
+    async with client.get(f"{stack.url}/api/external", params={"limit": "all"}) as r:
+        assert r.status == 400
