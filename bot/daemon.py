@@ -24,6 +24,7 @@ from bot.resume import resume_pending_replies
 from bot.send_failures import SendFailureAlerts
 from bot.service_databases import state_damage
 from bot.services import ChannelStartError, DataDirInUse, Services
+from bot.start_progress import keeping_start_alive
 from bot.state_new import tell_unknown_deliveries
 from bot.store_generations import read_generations, tell_unchecked
 from bot.tasks import spawn
@@ -218,7 +219,11 @@ async def _serve(
         notifier.extend_timeout(store_lock.STORAGE_WAIT_MAX + 60)
 
     try:
-        services = await store_lock.open_services_waiting(config, stop, waiting)
+        # A missing or corrupt index is caught up from every transcript before READY:
+        # while it goes on, systemd hears how far it has come and gives more time
+        # (before session 41 a large store or a slow disk outlasted TimeoutStartSec).
+        async with keeping_start_alive(notifier) as progress:
+            services = await store_lock.open_services_waiting(config, stop, waiting, progress)
     except Exception as exc:
         if not (stop.is_set() and store_lock.may_wait(exc)):
             raise
@@ -227,6 +232,8 @@ async def _serve(
         notifier.close()
         return 0
     services.config_path = config_path
+    if progress.shown:  # the last progress line would stay until READY
+        notifier.status("starting the channels")
     hurry = hurry or asyncio.Event()
     if stop.is_set():  # asked to stop while opening: start nothing, never say ready
         log.info("stopping (asked to while the store was opening)")

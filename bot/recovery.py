@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.db import SyncConn
 from bot.index import SELECT_CONVERSATION, ConversationRecord, row_to_record
@@ -24,7 +24,12 @@ from bot.transcript import TranscriptStore
 from bot.transcript_lines import encode
 from bot.transcript_rescue import numbering_line, save_lost_turns, save_removed_copy
 
+if TYPE_CHECKING:
+    from bot.start_progress import StartProgress
+
 log = logging.getLogger("my_agent.recovery")
+
+CATCHING_UP = "catching up the index"  # the step's name in the daemon's status line
 
 
 @dataclass
@@ -82,17 +87,21 @@ def catch_up_conversations(
     store: TranscriptStore,
     report: RecoveryReport,
     stopping: Stopping = _never,
+    progress: StartProgress | None = None,
 ) -> None:
     """Bring every conversation's rows up to its transcript (runs on the db thread).
 
     ``stopping()`` is asked before each conversation: once true, the rest is left as it
     is (``report.stopped``). Each conversation's rows and its indexed size change
-    together, so the next start goes on where this one stopped."""
+    together, so the next start goes on where this one stopped. ``progress`` is told
+    how many are done (the daemon's systemd status, and more start time)."""
     # Only the size each conversation reflects: a restart finds almost every transcript
     # indexed already, and building the records of a year's 10,000 conversations cost
     # more than the stats that show it. The record of one that changed is read then.
     known = dict(conn.execute("SELECT id, indexed_bytes FROM conversations").fetchall())
     present = store.conversation_ids()
+    if progress is not None:
+        progress.begin(CATCHING_UP, len(present), "conversations")
     if store.directory.is_dir():  # a missing directory (not mounted?) proves nothing
         for conv_id in sorted(set(known) - set(present)):
             if stopping():
@@ -124,6 +133,8 @@ def catch_up_conversations(
             )
             store.mark_unreadable(conv_id, why)
             report.unreadable[store.path(conv_id).name] = why
+        if progress is not None:
+            progress.advance(report.conversations)
 
 
 def _take_out(conn: SyncConn, store: TranscriptStore, conv_id: str, report: RecoveryReport) -> None:
@@ -329,14 +340,20 @@ def recover(
     external_dir: Path,
     config: Any,
     stopping: Stopping = _never,
+    progress: StartProgress | None = None,
 ) -> RecoveryReport:
     """Catch the index up with the transcripts and party records, and find what a
     restart owes. A stop (``stopping()`` true) ends it between two files: what is done
-    is kept, the rest is caught up (and its owed replies found) at the next start."""
+    is kept, the rest is caught up (and its owed replies found) at the next start.
+    ``progress``: how far the catch-up has come (:mod:`bot.start_progress`)."""
     report = RecoveryReport()
-    catch_up_conversations(conn, store, report, stopping)
-    if not report.stopped:
-        catch_up_parties(conn, external_dir, config, report, stopping)
+    try:
+        catch_up_conversations(conn, store, report, stopping, progress)
+        if not report.stopped:
+            catch_up_parties(conn, external_dir, config, report, stopping, progress)
+    finally:
+        if progress is not None:
+            progress.end()
     if report.stopped:  # the daemon stops without serving: nothing is owed this run
         return report
     # an unreadable transcript's owed reply could not be written (its store refuses)

@@ -15,6 +15,7 @@ from bot.transcript import parse_lines
 
 if TYPE_CHECKING:
     from bot.recovery import RecoveryReport
+    from bot.start_progress import StartProgress
 
 log = logging.getLogger("my_agent.recovery")
 
@@ -25,14 +26,17 @@ def catch_up_parties(
     config: Any,
     report: RecoveryReport,
     stopping: Callable[[], bool],
+    progress: StartProgress | None = None,
 ) -> None:
     """Bring every third party's rows up to its record file (runs on the db thread);
-    ``stopping`` as for :func:`bot.recovery.catch_up_conversations`."""
+    ``stopping`` and ``progress`` as for :func:`bot.recovery.catch_up_conversations`."""
     if not directory.is_dir():  # a missing directory (not mounted?) proves nothing
         return
     offsets = dict(conn.execute("SELECT key, value FROM index_meta WHERE key LIKE 'ext:%'"))
     paths = {path.stem: path for path in sorted(directory.glob("p*.jsonl"))}
     known = [row[0] for row in conn.execute("SELECT id FROM external_parties")]
+    if progress is not None:  # a flood of strangers leaves thousands of records
+        progress.begin("catching up the index", len(paths), "third parties")
     for party_id in sorted(set(known) - set(paths)):
         if stopping():
             report.stopped = True
@@ -43,6 +47,8 @@ def catch_up_parties(
             report.stopped = True
             return
         report.parties += 1
+        if progress is not None:
+            progress.advance(report.parties - 1)
         done = int(offsets.get(f"ext:{party_id}", 0))
         size = path.stat().st_size
         if done > size:

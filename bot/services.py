@@ -14,7 +14,7 @@ import errno
 import gc
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.arrivals import IncomingFlow
 from bot.brain.base import Brain
@@ -34,6 +34,9 @@ from bot.service_databases import DatabaseOpenError, IndexCorrupt, close_all, op
 from bot.service_parts import Services
 from bot.tasks import spawn
 from bot.transcript import TranscriptStore
+
+if TYPE_CHECKING:
+    from bot.start_progress import StartProgress
 
 log = logging.getLogger("my_agent.services")
 
@@ -122,6 +125,7 @@ async def open_services(
     download_models: bool = True,
     load_refs: bool = True,
     stop: asyncio.Event | None = None,
+    progress: StartProgress | None = None,
 ) -> Services:
     """Open the store and databases, run recovery, build the brain. No channel yet.
 
@@ -135,10 +139,11 @@ async def open_services(
     message): the message-ref filter is not built, duplicate checks ask the database.
     ``stop`` (the daemon's SIGTERM) ends recovery between two transcripts: the services
     open with what is caught up so far (``recovery.stopped``), the rest is the next
-    start's.
+    start's. ``progress`` (the daemon's) is told how far recovery's catch-up has come.
     """
     options: dict[str, Any] = {
         "stop": stop,
+        "progress": progress,
         "brain": brain,
         "embedder": embedder,
         "recover_now": recover_now,
@@ -171,6 +176,7 @@ async def _open_services(
     download_models: bool,
     load_refs: bool,
     stop: asyncio.Event | None,
+    progress: StartProgress | None,
 ) -> Services:
     """:func:`open_services`, once."""
     from bot.conversations import ConversationManager
@@ -247,7 +253,7 @@ async def _open_services(
         elif recover_now:
             stopping = stop.is_set if stop is not None else lambda: False
             services.recovery = await index_db.run(
-                lambda c: recover(c, store, config.external_dir, config, stopping)
+                lambda c: recover(c, store, config.external_dir, config, stopping, progress)
             )
             log.info("recovery: %s", services.recovery.to_dict())
         if load_refs:  # every ref ever recorded: 0.3 s at 150,000 (docs/benchmarks.md)

@@ -32,6 +32,7 @@ from bot.journal_files import journal_lock_path
 if TYPE_CHECKING:
     from bot.config import AppConfig
     from bot.services import Services
+    from bot.start_progress import StartProgress
 
 log = logging.getLogger("my_agent.store_lock")
 
@@ -153,6 +154,7 @@ async def open_services_waiting(
     config: AppConfig,
     stop: asyncio.Event | None = None,
     waiting: Callable[[str], None] | None = None,
+    progress: StartProgress | None = None,
 ) -> Services:
     """The daemon's ``open_services(exclusive=True)``, retried for up to
     JOURNAL_WAIT_SECONDS while another process holds the transcript journal: a reading
@@ -167,7 +169,8 @@ async def open_services_waiting(
     after 5 starts in 300 s (StartLimitBurst) and left it down once space came back.
 
     ``stop`` also reaches recovery, which ends between two transcripts once it is set
-    (the services then open with ``recovery.stopped``; the next start goes on).
+    (the services then open with ``recovery.stopped``; the next start goes on), and so
+    does ``progress`` (how far its catch-up has come: :mod:`bot.start_progress`).
     """
     from bot.services import DataDirInUse, open_services
 
@@ -180,7 +183,7 @@ async def open_services_waiting(
     said = -STORAGE_LOG_SECONDS
     while True:
         try:
-            return await open_services(config, exclusive=True, stop=stop)
+            return await open_services(config, exclusive=True, stop=stop, progress=progress)
         except DataDirInUse:
             left = deadline - time.monotonic()
             if left <= 0 or (stop is not None and stop.is_set()):
