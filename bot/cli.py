@@ -183,6 +183,12 @@ def build_parser() -> Parser:
     search.add_argument("--json", action="store_true", help="print the page as JSON")
     reindex = add("reindex", "rebuild conversations.db from the transcripts")
     reindex.add_argument("--json", action="store_true", help="print the report as JSON")
+    reindex.add_argument(
+        "--vectors",
+        action="store_true",
+        help="embed the vectors now (progress on stderr; Ctrl-C keeps what is embedded),"
+        " not leave them to the daemon's start",
+    )
     status = add("status", "daemon health, counts, pending work, index consistency")
     install = add("install-service", "write the systemd unit", config_option=False)
     status_arguments(status)

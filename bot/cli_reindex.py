@@ -1,7 +1,8 @@
 """``my-agent reindex``: replace ``conversations.db`` with one rebuilt from the transcripts
-(recovery rebuilds the rows, then the vectors are embedded again when a local model is
-there), and say what was rebuilt. The old index is set aside until the rebuild
-completes, and put back if it fails.
+(recovery rebuilds the rows), and say what was rebuilt and how many vectors the new index
+owes. The old index is set aside until the rows are rebuilt, and put back if that fails.
+The vectors are the daemon's to embed, in the background at its start; ``--vectors``
+embeds them here, after the store is given back (:mod:`bot.reindex_vectors`).
 
 The report is a few lines for the owner by default (it printed the raw JSON, as the
 other commands do only with ``--json``), the JSON with ``--json``.
@@ -19,21 +20,22 @@ from typing import Any
 from bot import exitcodes, store_lock
 from bot.cli_common import command_config, command_log_level, print_json, setup_logging
 from bot.cli_store import _with_services
+from bot.reindex_vectors import (
+    NO_VECTORS,
+    embed_now,
+    owed_line,
+    owed_vectors,
+    vectors_line,
+)
 from bot.transcript_lines import SKIPPED_LINE_WARNINGS
 
 log = logging.getLogger("my_agent.cli")
-
-NO_VECTORS = "vectors not rebuilt here: {why}"
-NO_VECTORS_LATER = ": the daemon embeds them at its next start once it has the model"
-VECTORS_UNFINISHED = (
-    "some conversations' vectors failed to embed (see the log): the daemon retries them"
-)
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild the index; the exit status (75 while the store is in use)."""
     from bot.health_daemon import data_dir_unreadable
-    from bot.index_files import delete_index, restore_index, set_index_aside
+    from bot.index_files import aside_path, delete_index, restore_index, set_index_aside
     from bot.journal import journal_in_use
     from bot.recovery_reindex import save_before_reindex
     from bot.service_databases import DatabaseOpenError, check_state
@@ -46,9 +48,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         print(f"my-agent: {unreadable}", file=sys.stderr)
         return exitcodes.EX_DATADIR
     try:
-        # Held from before the delete until the rebuilt index is closed: a daemon starting
-        # meanwhile waits for it (bot.store_lock) instead of opening the index about to be
-        # deleted, or taking the journal before the rebuild could.
+        # Held from before the old index is set aside until the rows are rebuilt (shared
+        # from then on): a daemon starting meanwhile waits for it (bot.store_lock) instead
+        # of opening the index about to be set aside, or taking the journal before the
+        # rebuild could.
         lock = store_lock.try_lock(config.data_dir, exclusive=True)
     except OSError as exc:
         print(f"my-agent: cannot lock {config.data_dir} for the reindex: {exc}", file=sys.stderr)
@@ -98,18 +101,44 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         return exitcodes.EX_DATADIR
 
     skipped = SkippedLines()
+    aside = aside_path(config.index_path)
+    rebuilt = False  # the rows are rebuilt and committed: the old index never comes back
+
+    def rows_rebuilt() -> None:
+        nonlocal rebuilt
+        rebuilt = True
+        delete_index(aside)
+        # the daemon and the reading commands may use the store from now on (a daemon
+        # starting meanwhile waits for this process's journal, held while it closes)
+        store_lock.share(lock)
 
     async def _rebuild(s: Any) -> int:
+        as_json = getattr(args, "json", False)
+        now = getattr(args, "vectors", False)
         report = await rebuild(s)
         report["skippedLines"] = skipped.where
         report["warnings"][:0] = saved
         if skipped.where:
             report["warnings"].append(skipped.warning())
         report["seconds"] = round(time.monotonic() - started, 2)
-        if getattr(args, "json", False):
+        # The rows are rebuilt and committed (recovery's transactions): the rebuild is
+        # complete. Before session 41 the vectors were embedded here first, under the
+        # exclusive lock (30 minutes on a large store, the daemon kept out), and a Ctrl-C
+        # meanwhile put the old index back over the rebuilt rows.
+        rows_rebuilt()
+        if not as_json:  # (flushed: a pipe kept it until the end)
+            print(format_report(report, str(config.index_path), now), flush=True)
+        if now:
+            said = len(report["warnings"])
+            await embed_now(s, report)
+            if not as_json:
+                # (no model: the warning says what the daemon does)
+                left = owed_line(report) if report["vectors"] is not None else None
+                lines = [vectors_line(report), left]
+                lines += [f"Warning: {w}" for w in report["warnings"][said:]]
+                print("\n".join(line for line in lines if line), flush=True)
+        if as_json:
             print_json(report)
-        else:
-            print(format_report(report, str(config.index_path)))
         return 0
 
     # the model's absence is said once, in the report's warning, with the reason; set
@@ -119,18 +148,14 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     embedding_log.setLevel(logging.ERROR)
     transcript_log = logging.getLogger("my_agent.transcript")
     transcript_log.addHandler(skipped)
-    # The old index is set aside, not deleted, until the rebuild succeeds: a rebuild that
+    # The old index is set aside, not deleted, until the rows are rebuilt: a rebuild that
     # failed (a migration, a full disk, Ctrl-C) left no index at all, its vectors and the
     # rows of deleted files with it (before session 40); now the old one is put back.
-    aside = set_index_aside(config.index_path)
-    status = exitcodes.EX_SOFTWARE
+    set_index_aside(config.index_path)
     try:
-        status = int(asyncio.run(_with_services(config, _rebuild, maintenance=False)))
-        return status
+        return int(asyncio.run(_with_services(config, _rebuild, maintenance=False)))
     finally:
-        if status == 0:
-            delete_index(aside)
-        elif aside.exists():
+        if not rebuilt and aside.exists():
             restore_index(config.index_path, aside)
             print(
                 f"my-agent: the rebuild did not complete: {config.index_path} is back as it"
@@ -166,28 +191,22 @@ class SkippedLines(logging.Handler):
 
 
 async def rebuild(s: Any) -> dict[str, Any]:
-    """``reindex``'s work once the index is deleted and the services opened (recovery
-    has rebuilt the rows): the vectors, when a local model is there. Its report: the
-    recovery's counts, ``turns`` indexed, ``vectors`` (None: not rebuilt), ``warnings``."""
+    """``reindex``'s report once the old index is set aside and the services opened
+    (recovery has rebuilt the rows): the recovery's counts, ``turns`` indexed,
+    ``vectors`` (None: none embedded here; :func:`bot.reindex_vectors.embed_now` with
+    ``--vectors``), ``vectorsOwed`` (turn windows and notes with no vector yet, None
+    when the store has none), ``warnings``."""
     report: dict[str, Any] = s.recovery.to_dict() if s.recovery else {}
     report["turns"] = await s.index.turn_rows()
     warnings: list[str] = []
     if report.get("removed"):
         warnings.append(f"{report['removed']} conversations had no transcript any more: left out")
-    if await s.search.start():
-        report["vectors"] = await s.search.vectors.reindex_all()
-        if getattr(s.search.vectors, "stale", False):
-            warnings.append(VECTORS_UNFINISHED)
-    else:  # said once, in the report (it was said in the log too, just above it)
-        report["vectors"] = None
-        reason = getattr(s.search.embedder, "unavailable_reason", None)
-        if not s.index_db.vec_available:
-            why = "the sqlite-vec extension cannot be loaded"
-        elif reason:  # it says what the daemon does, and the key to set
-            why = f"the embedding model did not load, {reason}"
-        else:
-            why = "no local embedding model" + NO_VECTORS_LATER
-        warnings.append(NO_VECTORS.format(why=why))
+    report["vectors"] = None
+    report["vectorsOwed"] = await owed_vectors(s)
+    if not s.config.embedding.enabled:
+        warnings.append(NO_VECTORS.format(why="embedding.enabled is false (keyword search)"))
+    elif not s.index_db.vec_available:
+        warnings.append(NO_VECTORS.format(why="the sqlite-vec extension cannot be loaded"))
     report["warnings"] = warnings
     return report
 
@@ -196,8 +215,9 @@ def _n(count: int, one: str, many: str = "") -> str:
     return f"{count} {one if count == 1 else many or one + 's'}"
 
 
-def format_report(report: dict[str, Any], index_path: str) -> str:
-    """The owner's lines of a reindex ``report`` (:func:`rebuild` plus ``seconds``)."""
+def format_report(report: dict[str, Any], index_path: str, embedding_now: bool = False) -> str:
+    """The owner's lines of a reindex ``report`` (:func:`rebuild` plus ``seconds``);
+    ``embedding_now``: ``--vectors`` embeds the vectors owed next."""
     lines = [
         f"Rebuilt {index_path} from the transcripts in {report.get('seconds', 0):.1f} s:",
         f"  {_n(int(report.get('conversations', 0)), 'conversation')}, "
@@ -206,13 +226,7 @@ def format_report(report: dict[str, Any], index_path: str) -> str:
         f"{_n(int(report.get('turns', 0)), 'message')} indexed",
         f"  {_n(int(report.get('parties', 0)), 'third party', 'third parties')} kept",
     ]
-    vectors = report.get("vectors")
-    if vectors is not None:
-        lines.append(
-            f"  vectors: {_n(int(vectors.get('turns', 0)), 'turn window')}, "
-            f"{_n(int(vectors.get('abbreviations', 0)), 'abbreviation')}, "
-            f"{_n(int(vectors.get('terms', 0)), 'word')} embedded"
-        )
+    lines += [line for line in (vectors_line(report), owed_line(report, embedding_now)) if line]
     waiting = int(report.get("pendingReplies", 0))
     if waiting:
         lines.append(f"  {_n(waiting, 'reply', 'replies')} to be written by the daemon")

@@ -3,10 +3,12 @@
 
 ``data_dir/maintenance.lock`` is an flock(2) lock. The daemon and the reading commands
 (``conversations``, ``search``) hold it shared for as long as they run; ``reindex``
-holds it exclusively, from before it deletes ``conversations.db`` until the rebuilt
-index is closed. So a reindex refuses while anything else uses the store, and a daemon
-starting during a reindex waits for it (bounded) instead of opening the index that is
-about to be deleted, or running on one half rebuilt.
+holds it exclusively, from before it sets ``conversations.db`` aside until the rows are
+rebuilt, then shared (:func:`share`). So a reindex refuses while anything else uses the
+store, and a daemon starting during a reindex waits for it (bounded) instead of opening
+the index that is about to be set aside, or running on one half rebuilt. (Before session
+41 it was held exclusively through the embedding of every vector too: 30 minutes on a
+large store, the daemon giving up after 120 s.)
 
 The transcript journal's own lock (:func:`bot.journal.lock_journal`) still keeps a
 second daemon off the directory. A reading command holds that one too while it replays
@@ -64,6 +66,19 @@ def try_lock(data_dir: Path, exclusive: bool) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def share(fd: int | None) -> None:
+    """Turn the exclusive lock ``fd`` (:func:`try_lock`) into a shared one: ``reindex``
+    once the rows are rebuilt, so the daemon and the reading commands may use the store
+    while it closes or embeds with ``--vectors``. (flock(2) converts it by letting it go
+    and taking it again: should another process get it exclusively in between, this one
+    goes on without it.)"""
+    if fd is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.debug("the maintenance lock was taken in between: going on without it")
 
 
 def release(fd: int | None) -> None:

@@ -173,6 +173,21 @@ def vectors_missing(conn: SyncConn) -> bool:
     return note is not None
 
 
+def vectors_owed(conn: SyncConn) -> tuple[int, int]:
+    """How many recallable turns have no window vector, and conversations' notes none:
+    :func:`vectors_missing` counted (what ``my-agent reindex`` leaves to the daemon)."""
+    turns = conn.execute(
+        "SELECT count(*) FROM turns t WHERE t.recall = 1 AND NOT EXISTS "
+        "(SELECT 1 FROM turn_vectors v WHERE v.turn_id = t.id)"
+    ).fetchone()[0]
+    notes = conn.execute(
+        "SELECT count(*) FROM conversations c "
+        "WHERE trim(c.abbreviation, ' ' || char(9, 10, 13)) <> '' AND NOT EXISTS "
+        "(SELECT 1 FROM abbreviation_vectors a WHERE a.conversation_id = c.id)"
+    ).fetchone()[0]
+    return int(turns), int(notes)
+
+
 def prune(conn: SyncConn) -> list[int]:
     """Drop vectors whose turn no longer exists (a rebuilt or trimmed index) or is a
     readout (``turns.recall = 0``, embedded before index version 5); returns the turn
@@ -284,4 +299,5 @@ __all__ = [
     "store_turn_vectors",
     "terms_complete",
     "vectors_missing",
+    "vectors_owed",
 ]
