@@ -13,6 +13,7 @@ import itertools
 import os
 import re
 import shutil
+import socket
 import ssl
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -262,6 +263,17 @@ async def smtp() -> AsyncIterator[SmtpServer]:
     await server.start()
     yield server
     await server.stop()
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A 127.0.0.1 port that refuses connections for the whole test: bound, never
+    listening (Linux refuses a connection to it). Until session 41 such tests took
+    :func:`free_port`, closed before use, so another test's or program's server could
+    take the port meanwhile and answer the test's client."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
 
 
 # -- a fake core ---------------------------------------------------------------------

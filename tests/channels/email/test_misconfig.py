@@ -24,7 +24,6 @@ from tests.channels.email.conftest import (
     PymapServer,
     SmtpServer,
     create_folder,
-    free_port,
 )
 from tests.channels.email.helpers import text_of
 from tests.channels.email.stack import OWNER, Stack, close_stack, open_in_new_folder
@@ -91,10 +90,10 @@ async def test_tls_and_folder_settings_that_do_not_fit_are_told(
 
 
 async def test_an_unreachable_server_is_no_misconfiguration(
-    tmp_path: Path, channels: list[EmailChannel]
+    tmp_path: Path, refused_port: int, channels: list[EmailChannel]
 ) -> None:
     host = FakeHost()
-    channel = EmailChannel(make_config(tmp_path, free_port(), 1, "INBOX", imap={"timeout": 1}))
+    channel = EmailChannel(make_config(tmp_path, refused_port, 1, "INBOX", imap={"timeout": 1}))
     channels.append(channel)
     await channel.start(host)
     loop = asyncio.get_running_loop()

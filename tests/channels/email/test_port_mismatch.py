@@ -27,7 +27,6 @@ from tests.channels.email.conftest import (
     SmtpServer,
     _authenticator,
     create_folder,
-    free_port,
 )
 from tests.channels.email.test_adapter import OWNER, make_config
 
@@ -187,11 +186,20 @@ async def test_smtp_with_no_login_over_plain_text_is_told_so(tmp_path: Path) -> 
     assert "does not offer STARTTLS" not in trouble
 
 
-async def test_a_closed_smtp_port_is_an_outage(tmp_path: Path) -> None:
-    config = make_config(tmp_path, 1, free_port(), "INBOX", smtp={"timeout": 2})
+async def test_a_closed_smtp_port_is_an_outage(tmp_path: Path, refused_port: int) -> None:
+    config = make_config(tmp_path, 1, refused_port, "INBOX", smtp={"timeout": 2})
     with pytest.raises(Exception) as raised:
         await EmailChannel(config).send(OutboundMessage(channel="email", chat_id=OWNER, text="x"))
     assert not isinstance(raised.value, Misconfigured)
+
+
+async def test_the_refused_port_refuses_and_no_server_can_take_it(refused_port: int) -> None:
+    # Regression (session 41): the refusing port was closed before use, free for any
+    # server to take meanwhile; it stays bound now, never listening.
+    with pytest.raises(ConnectionRefusedError):
+        await asyncio.open_connection("127.0.0.1", refused_port)
+    with pytest.raises(OSError):
+        await asyncio.start_server(lambda r, w: None, "127.0.0.1", refused_port)
 
 
 def test_what_the_port_said_explains_a_failure_only_when_it_contradicts_the_settings() -> None:

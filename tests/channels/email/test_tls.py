@@ -23,7 +23,6 @@ from tests.channels.email.conftest import (
     SmtpServer,
     append,
     create_folder,
-    free_port,
     pymap_command,
     stop_pymap,
 )
@@ -169,7 +168,11 @@ async def test_imap_implicit_tls(
 
 @pytest.mark.parametrize("broken", ["deleted", "not a certificate"])
 async def test_a_ca_file_that_cannot_be_loaded_names_its_key_and_file(
-    cert: tuple[Path, Path], tmp_path: Path, channels: list[EmailChannel], broken: str
+    cert: tuple[Path, Path],
+    tmp_path: Path,
+    refused_port: int,
+    channels: list[EmailChannel],
+    broken: str,
 ) -> None:
     # Regression (session 41): a tls_ca_file deleted after the start (check-config and
     # the start refuse a missing one) was logged "IMAP session ended (FileNotFoundError
@@ -180,7 +183,7 @@ async def test_a_ca_file_that_cannot_be_loaded_names_its_key_and_file(
     ca.write_bytes(cert[0].read_bytes())
     tls = {"security": "ssl", "tls_ca_file": str(ca)}
     imap = {**tls, "timeout": 0.5}  # the start waits that long for the first login
-    config = make_config(tmp_path, free_port(), 1, "INBOX", imap=imap, smtp=tls)
+    config = make_config(tmp_path, refused_port, 1, "INBOX", imap=imap, smtp=tls)
     if broken == "deleted":
         ca.unlink()
     else:
