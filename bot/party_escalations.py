@@ -25,7 +25,7 @@ from bot.labels import escalated_parties, escalation_title, is_escalation_titled
 from bot.owner_notices import notice_due
 from bot.parties import NO_VISIBLE_TEXT, PartyRecord, shown_name, shows_nothing, visible
 from bot.party_edits import edit_notice, edited_words, message_key
-from bot.party_lines import answered_elsewhere
+from bot.party_lines import answered_elsewhere, everyone_else
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -123,7 +123,8 @@ class PartyEscalations:
             f"Message from {_sender(party)}, {standing} (id {party.id}):\n"
             f"{quoted}{goes}{files_said}\n"
             + (f"/trust {party.id} to let me answer them, " if trust else "")
-            + f"/block {party.id} to ignore them, /reply {party.id} <text> to answer yourself."
+            + f"/block {party.id} to ignore them, "
+            + self._answer_yourself(party, said)
         )
         quotes = list(refs) if refs is not None else [message_key(said)]
         await self.s.external.add_escalation(party, body, refs=quotes)
@@ -133,6 +134,22 @@ class PartyEscalations:
             ("Reply", f"/reply {party.id}"),
         )
         await self._tell_owner(party, body, actions, files)
+
+    def _answer_yourself(self, party: PartyRecord, said: InboundMessage) -> str:
+        """The escalation's last words: how the owner answers ``party`` by hand. A mail
+        that went to others too (To/Cc besides us) names ``/replyall`` beside ``/reply``
+        (which goes to the party alone); until session 41 it named ``/reply`` only, and
+        the owner could not know they had a way to answer everyone. Not when we were
+        only blind-copied: ``/replyall`` then answers the party alone too."""
+        address = self.s.config.channels.email.address
+        others, openly = everyone_else(party, said, [address] if address else [])
+        if not (others and openly):
+            return f"/reply {party.id} <text> to answer yourself."
+        return (
+            f"/reply {party.id} <text> to answer yourself (them alone), "
+            f"/replyall {party.id} <text> to answer them and everyone else their message "
+            f"went to ({_listed(others)})."
+        )
 
     async def notice_edit(self, party: PartyRecord, msg: InboundMessage) -> None:
         """Tell the owner that ``party`` edited a message of theirs escalated before

@@ -711,6 +711,33 @@ async def test_replyall_on_a_mail_we_were_blind_copied_on_goes_to_the_party_alon
     assert answer == f"Sent to {eve.label}: their message went to no one else."
 
 
+async def test_the_escalation_of_a_mail_to_others_too_names_replyall(core: Core) -> None:
+    # Regression (session 41): the escalation of a stranger's mail that went to others
+    # too named /reply only (which answers them alone), not /replyall.
+    core.s.config.channels.email.address = "assistant@bot.example"
+    eve = await _eve_wrote(
+        core, 4, to=["Assistant@Bot.example"], cc=["Dan@Press.example", "eve@stranger.example"]
+    )
+    (escalation,) = await core.s.external.pending_escalations()
+    assert escalation["text"].endswith(
+        f"/reply {eve.id} <text> to answer yourself (them alone), /replyall {eve.id} <text> "
+        "to answer them and everyone else their message went to (dan@press.example)."
+    )
+    # Blind-copied (/replyall answers them alone), or to us alone: /reply only.
+    for sender, to in (
+        ("fay@x.example", "carol@x.example"),
+        ("gil@x.example", "assistant@bot.example"),
+    ):
+        await core.say("Hi", channel="email", sender=sender, chat=sender, metadata={"to": [to]})
+        party = await core.s.external.find(sender)
+        assert party is not None
+        (escalation,) = [
+            e for e in await core.s.external.pending_escalations() if e["partyId"] == party.id
+        ]
+        assert escalation["text"].endswith(f"/reply {party.id} <text> to answer yourself.")
+        assert "/replyall" not in escalation["text"]
+
+
 async def test_block_silences_a_party(core: Core) -> None:
     party = await _stranger(core)
     assert "blocked" in await core.say(f"/block {party.id}")
