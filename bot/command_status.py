@@ -119,9 +119,24 @@ def search_line(services: Services) -> str:
     vec = "hybrid (keyword + vectors)" if services.vector_search_available() else "keyword only"
     rebuild = vector_rebuild_state(services)
     if rebuild:
-        why = " (a new model, or turns added offline)" if vector_rebuild_running(services) else ""
+        why = _missing_why(services) if vector_rebuild_running(services) else ""
         vec += f", {rebuild}{why}"
     return f"Search: {vec}"
+
+
+def _missing_why(services: Services) -> str:
+    """Why the vectors a rebuild embeds were missing, as far as this process knows.
+    Until session 41 it was always "(a new model, or turns added offline)", also after
+    an ordinary restart whose only missing vectors were of turns that came while the
+    model loaded: a model change is named only when the start dropped the vectors for
+    one (:attr:`bot.vectors.VectorIndex.dropped`)."""
+    vectors = services.vectors
+    dropped = getattr(vectors, "dropped", None)
+    if dropped:
+        return f" ({dropped})"
+    if getattr(vectors, "progress", None) is None:
+        return ""  # a retry of what a failed pass left: its log line says why
+    return " (turns written before the model loaded, or while it was unavailable)"
 
 
 def vector_rebuild_state(services: Services) -> str | None:

@@ -100,6 +100,9 @@ class VectorIndex(VectorRebuild, VectorSearch):
         # search by meaning reads (each door says so: SearchPage.vectors_incomplete)
         self.stale = False
         self.missing = False
+        # Why the last open() dropped the stored vectors ("the model changed from X"),
+        # or None: /status names it as the cause of a rebuild only when it is one.
+        self.dropped: str | None = None
         # Whether this process rebuilds the vectors of another model (the daemon, the
         # reindex): a reading command (``my-agent search``) sets False, so that opening
         # with another model than the store's does not drop what it will never rebuild.
@@ -177,6 +180,7 @@ class VectorIndex(VectorRebuild, VectorSearch):
         # a reading command rebuilds nothing.
         self.missing = await self.db.run(vectors_missing, write=False)
         self.stale = self.missing or (self.stale and self.rebuilds)
+        self.dropped = lost
         if self.terms.dims != dims:
             # The model's own count, which the embedder takes over a config that says
             # otherwise (embedding.dimensions): the cache made before the load read the

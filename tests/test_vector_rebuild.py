@@ -199,8 +199,60 @@ def test_the_status_says_how_far_the_rebuild_is() -> None:
     )
     assert vector_rebuild_state(services) == state
     assert search_line(services) == (  # type: ignore[arg-type]
-        f"Search: hybrid (keyword + vectors), {state} (a new model, or turns added offline)"
+        f"Search: hybrid (keyword + vectors), {state} "
+        "(turns written before the model loaded, or while it was unavailable)"
     )
+    vectors.dropped = "the model changed from old-model@384"  # this start dropped them
+    assert search_line(services).endswith(f"{state} (the model changed from old-model@384)")  # type: ignore[arg-type]
+    vectors.dropped = None
+    vectors.progress = None  # a retry of what a failed pass left: no cause named
+    assert search_line(services) == (  # type: ignore[arg-type]
+        "Search: hybrid (keyword + vectors), embedding the vectors still missing"
+    )
+
+
+async def test_the_status_names_a_new_model_only_when_the_start_dropped_the_vectors(
+    tmp_path: Path,
+) -> None:
+    """Regression (session 41): after an ordinary restart (same model) whose only
+    missing vectors were of turns that came while the model loaded, /status said
+    "... (a new model, or turns added offline)": neither was true."""
+    db = await open_index(tmp_path / "c.db")
+    embedder = RecordingEmbedder()
+    try:
+        await add_conversation(db, "conv-a", [("user", "turn of a")])
+        first = VectorIndex(_config(), db, embedder)
+        assert await first.open()
+        assert (await first.reindex_all())["turns"] == 1
+        # turns that came while the next start's model loaded: no vector yet
+        await add_conversation(db, "conv-b", [("user", "background turn of b")])
+
+        async def status_while_rebuilding(vectors: VectorIndex) -> str:
+            assert await vectors.open() and vectors.missing
+            services = SimpleNamespace(vectors=vectors, vector_search_available=lambda: True)
+            embedder.hold_next_background = True
+            rebuild = asyncio.ensure_future(vectors.reindex_all())
+            assert await asyncio.to_thread(embedder.held.wait, WAIT)
+            line = search_line(services)  # type: ignore[arg-type]
+            embedder.held.clear()
+            embedder.release.set()
+            await asyncio.wait_for(rebuild, WAIT)
+            embedder.release.clear()
+            return line
+
+        line = await status_while_rebuilding(VectorIndex(_config(), db, embedder))
+        assert "model changed" not in line and "offline" not in line
+        assert line.endswith("(turns written before the model loaded, or while it was unavailable)")
+        # a new model drops every vector: that cause is named
+        before = embedder.model_id
+        embedder.close()
+        embedder = RecordingEmbedder()
+        embedder.config.model_name = "another-model"
+        line = await status_while_rebuilding(VectorIndex(_config(), db, embedder))
+        assert line.endswith(f"(the model changed from {before})")
+    finally:
+        embedder.close()
+        await db.close()
 
 
 async def test_a_rebuild_that_only_completes_the_word_vectors_says_so(tmp_path: Path) -> None:
