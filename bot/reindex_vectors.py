@@ -41,13 +41,11 @@ async def owed_vectors(s: Any) -> dict[str, int] | None:
 
 
 def no_vectors_warning(s: Any) -> str:
-    """Why the vectors cannot be embedded here (the model did not load, no sqlite-vec)."""
+    """Why the vectors cannot be embedded here: the model did not load. (A store with no
+    vectors, ``embedding.enabled`` false or no sqlite-vec, owes none: :func:`embed_now`
+    does not get this far, and :func:`bot.cli_reindex.rebuild` warns of it.)"""
     reason = getattr(s.search.embedder, "unavailable_reason", None)
-    if not s.index_db.vec_available:
-        why = "the sqlite-vec extension cannot be loaded"
-    elif not s.config.embedding.enabled:
-        why = "embedding.enabled is false"
-    elif reason:  # it says what the daemon does, and the key to set
+    if reason:  # it says what the daemon does, and the key to set
         why = f"the embedding model did not load, {reason}"
     else:
         why = "no local embedding model" + NO_VECTORS_LATER
