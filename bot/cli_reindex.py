@@ -22,6 +22,7 @@ from bot.cli_common import command_config, command_log_level, print_json, setup_
 from bot.cli_store import _with_services
 from bot.reindex_vectors import (
     NO_VECTORS,
+    counted,
     embed_now,
     owed_line,
     owed_vectors,
@@ -211,24 +212,20 @@ async def rebuild(s: Any) -> dict[str, Any]:
     return report
 
 
-def _n(count: int, one: str, many: str = "") -> str:
-    return f"{count} {one if count == 1 else many or one + 's'}"
-
-
 def format_report(report: dict[str, Any], index_path: str, embedding_now: bool = False) -> str:
     """The owner's lines of a reindex ``report`` (:func:`rebuild` plus ``seconds``);
     ``embedding_now``: ``--vectors`` embeds the vectors owed next."""
     lines = [
         f"Rebuilt {index_path} from the transcripts in {report.get('seconds', 0):.1f} s:",
-        f"  {_n(int(report.get('conversations', 0)), 'conversation')}, "
+        f"  {counted(int(report.get('conversations', 0)), 'conversation')}, "
         # messages: "turns" are what /status and the dashboard count, a question and its
         # reply sharing one (this said "N turns" of the messages before session 40)
-        f"{_n(int(report.get('turns', 0)), 'message')} indexed",
-        f"  {_n(int(report.get('parties', 0)), 'third party', 'third parties')} kept",
+        f"{counted(int(report.get('turns', 0)), 'message')} indexed",
+        f"  {counted(int(report.get('parties', 0)), 'third party', 'third parties')} kept",
     ]
     lines += [line for line in (vectors_line(report), owed_line(report, embedding_now)) if line]
     waiting = int(report.get("pendingReplies", 0))
     if waiting:
-        lines.append(f"  {_n(waiting, 'reply', 'replies')} to be written by the daemon")
+        lines.append(f"  {counted(waiting, 'reply', 'replies')} to be written by the daemon")
     lines += [f"Warning: {w}" for w in report.get("warnings", [])]
     return "\n".join(lines)

@@ -125,15 +125,16 @@ class _Progress:
             self.seen = progress
 
 
-def _n(count: int, one: str, many: str = "") -> str:
+def counted(count: int, one: str, many: str = "") -> str:
+    """``1 turn window``, ``2 turn windows`` (``many``: an irregular plural)."""
     return f"{count} {one if count == 1 else many or one + 's'}"
 
 
 def owed_text(owed: dict[str, int]) -> str:
     """``N turn windows and M notes`` (the notes left out when there are none)."""
     notes = int(owed.get("abbreviations", 0))
-    return _n(int(owed.get("turns", 0)), "turn window") + (
-        f" and {_n(notes, 'note')}" if notes else ""
+    return counted(int(owed.get("turns", 0)), "turn window") + (
+        f" and {counted(notes, 'note')}" if notes else ""
     )
 
 
@@ -161,8 +162,8 @@ def vectors_line(report: dict[str, Any]) -> str | None:
     if vectors is None:
         return None
     return (
-        f"  vectors: {_n(int(vectors.get('turns', 0)), 'turn window')}, "
-        f"{_n(int(vectors.get('abbreviations', 0)), 'abbreviation')}, "
-        f"{_n(int(vectors.get('terms', 0)), 'word')} embedded in "
+        f"  vectors: {counted(int(vectors.get('turns', 0)), 'turn window')}, "
+        f"{counted(int(vectors.get('abbreviations', 0)), 'abbreviation')}, "
+        f"{counted(int(vectors.get('terms', 0)), 'word')} embedded in "
         f"{float(report.get('vectorsSeconds', 0)):.1f} s"
     )
