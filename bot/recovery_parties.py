@@ -36,7 +36,9 @@ def catch_up_parties(
     paths = {path.stem: path for path in sorted(directory.glob("p*.jsonl"))}
     known = [row[0] for row in conn.execute("SELECT id FROM external_parties")]
     if progress is not None:  # a flood of strangers leaves thousands of records
-        progress.begin("catching up the index", len(paths), "third parties")
+        from bot.recovery import CATCHING_UP  # (loaded: it calls this; not at the top, a cycle)
+
+        progress.begin(CATCHING_UP, len(paths), "third parties")
     for party_id in sorted(set(known) - set(paths)):
         if stopping():
             report.stopped = True
