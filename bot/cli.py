@@ -98,9 +98,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     for warning in config_warnings(config):
         print(f"warning: {warning}", file=sys.stderr)
     source = args.config or default_config_path() or "embedded default"
-    enabled = [
-        n for n in ("web", "telegram", "email", "loopback") if getattr(config.channels, n).enabled
-    ]
+    enabled = config.channels.enabled()
     print(
         f"configuration OK ({source}): brain {config.brain_provider()}, data in "
         f"{config.data_dir.resolve()}, channels: {', '.join(enabled) or 'none'}"

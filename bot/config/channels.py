@@ -233,3 +233,7 @@ class ChannelsConfig(_Section):
     telegram: TelegramChannelConfig = Field(default_factory=TelegramChannelConfig)
     email: EmailChannelConfig = Field(default_factory=EmailChannelConfig)
     loopback: LoopbackChannelConfig = Field(default_factory=LoopbackChannelConfig)
+
+    def enabled(self) -> list[str]:
+        """The names of the channels enabled, in the order they are declared."""
+        return [name for name in type(self).model_fields if getattr(self, name).enabled]

@@ -51,7 +51,7 @@ def channel_warnings(cfg: AppConfig) -> list[str]:
     """No channel enabled: the daemon starts, says ready and receives nothing, no
     dashboard either (before session 41 check-config said OK, "channels: " and nothing
     after it). ``run`` logs it too (no look-ups: cheap at every start)."""
-    if any(getattr(cfg.channels, name).enabled for name in type(cfg.channels).model_fields):
+    if cfg.channels.enabled():
         return []
     return [
         "channels: none is enabled: the daemon would run with nothing to receive messages "
