@@ -325,9 +325,7 @@ def quoted_part(text: str, forward: bool = False) -> str:
     text is kept as the message). Signatures are the sender's own: not in it."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     kinds = _classify(lines)
-    if forward and _DROPPED in kinds:
-        return ""
-    if any(kind == _TEXT and _FORWARD.match(line) for line, kind in zip(lines, kinds, strict=True)):
+    if _forward_start(lines, kinds, forward) is not None:
         return ""
     if not _visible(lines, kinds).strip():
         return ""
