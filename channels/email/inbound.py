@@ -24,7 +24,7 @@ from channels.email.dedup import dedup_key
 from channels.email.dsn import Bounce
 from channels.email.outgoing import reply_all_readers
 from channels.email.parsing import ParsedMail, attachment_lines
-from channels.email.quotes import forward_headers, forwarded_part, quoted_part, strip_reply
+from channels.email.quotes import body_parts, forward_headers
 from channels.email.receipts import ReadReceipt
 from channels.email.thread_index import ROOT_BYTES, thread_ref
 
@@ -130,7 +130,11 @@ def to_inbound(
         # After a restart, or when the list's copy came first, the channel's memory
         # cannot drop it: by its own id it still joins the other copy's conversation.
         refs.insert(0, mail.message_id)
-    text = strip_reply(mail.text, forward=forward)
+    # ``forwarded``: a forwarded mail (typed inline or attached) stays in the text,
+    # named apart: an owner's turn keeps it out of their words, labelled for the model
+    # as others' (bot/forwards.py); a third party's message is all theirs anyway. Before
+    # session 41 it was the owner's words to the model, to search and to the notes.
+    text, quoted, forwarded = body_parts(mail.text, forward=forward)
     # The body as sent is kept when the text is not all of it (history, a signature
     # stripped); else it was the same megabytes twice in the turn.
     stripped = text.strip() != mail.text.strip()
@@ -138,12 +142,7 @@ def to_inbound(
     # conversation it joins (the owner brings the assistant into a thread, or answers a
     # third party's mail), the model is shown it, labelled as others' words (the core
     # decides: bot/quoted.py). Before session 39 it was stripped and nothing read it.
-    quoted = quoted_part(mail.text, forward=forward) if stripped else ""
-    # A forwarded mail (typed inline or attached) stays in the text, named apart: an
-    # owner's turn keeps it out of their words, labelled for the model as others'
-    # (bot/forwards.py); a third party's message is all theirs anyway. Before session
-    # 41 it was the owner's words to the model, to search and to the notes.
-    forwarded = forwarded_part(mail.text, forward=forward)
+    quoted = quoted if stripped else ""
     if not text.strip() and not is_reply_subject(mail.subject):
         # "Subject: Book a table for 8 tonight" and nothing below it: the subject is
         # the whole message, taken as it is (the turn used to be empty). A reply's

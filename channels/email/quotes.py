@@ -252,12 +252,9 @@ def _forward_start(lines: list[str], kinds: list[int], forward: bool) -> int | N
     return None
 
 
-def strip_reply(text: str, forward: bool = False) -> str:
-    """The visible, newly written part of a mail body (see the module docstring).
-
-    ``forward``: the mail is a forward (its subject says so) even without a forward
-    marker, as Outlook's, which use the header block of a reply: what looks like
-    history is the forwarded message and is kept."""
+def body_parts(text: str, forward: bool = False) -> tuple[str, str, str]:
+    """:func:`strip_reply`, :func:`quoted_part` and :func:`forwarded_part` of ``text`` at
+    once, its lines classified once (the channel wants all three of every mail)."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     kinds = _classify(lines)
     i = _forward_start(lines, kinds, forward)
@@ -266,11 +263,20 @@ def strip_reply(text: str, forward: bool = False) -> str:
         # forwarded message itself is kept whole (its headers included).
         note = _visible(lines[:i], kinds[:i])
         forwarded = "\n".join(lines[i:]).strip("\n")
-        return f"{note}\n\n{forwarded}" if note.strip() else forwarded
+        return (f"{note}\n\n{forwarded}" if note.strip() else forwarded), "", forwarded
     visible = _visible(lines, kinds)
     if not visible.strip():
-        return text.strip()
-    return visible
+        return text.strip(), "", ""
+    return visible, _history(lines, kinds), ""
+
+
+def strip_reply(text: str, forward: bool = False) -> str:
+    """The visible, newly written part of a mail body (see the module docstring).
+
+    ``forward``: the mail is a forward (its subject says so) even without a forward
+    marker, as Outlook's, which use the header block of a reply: what looks like
+    history is the forwarded message and is kept."""
+    return body_parts(text, forward)[0]
 
 
 def forwarded_part(text: str, forward: bool = False) -> str:
@@ -278,9 +284,7 @@ def forwarded_part(text: str, forward: bool = False) -> str:
     headers included), exactly as it stands in what that returns; '' for a mail that
     forwards nothing. The core keeps it apart from an owner's own words (bot/
     forwards.py: before session 41 it was taken for them)."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    i = _forward_start(lines, _classify(lines), forward)
-    return "" if i is None else "\n".join(lines[i:]).strip("\n")
+    return body_parts(text, forward)[2]
 
 
 # The header lines of a forwarded message, by what they say (the labels of the
@@ -323,12 +327,10 @@ def quoted_part(text: str, forward: bool = False) -> str:
     (their attribution included: it names whose words they are), blank lines between
     runs collapsed; '' for a forward (kept whole) and for a mail that is all quote (its
     text is kept as the message). Signatures are the sender's own: not in it."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    kinds = _classify(lines)
-    if _forward_start(lines, kinds, forward) is not None:
-        return ""
-    if not _visible(lines, kinds).strip():
-        return ""
+    return body_parts(text, forward)[1]
+
+
+def _history(lines: list[str], kinds: list[int]) -> str:
     out: list[str] = []
     for line, kind in zip(lines, kinds, strict=True):
         if kind != _TEXT:
