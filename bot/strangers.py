@@ -28,7 +28,6 @@ from bot.known_answers import KnownAnswers
 from bot.parties import PartyRecord, normalise_identity, party_handle
 from bot.party_budget import KnownBudget
 from bot.party_edits import edit_notice_due, escalated, message_key
-from bot.party_escalations import PartyEscalations
 from bot.party_limits import forged_known, kept
 from bot.party_lines import thread_fields
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
@@ -45,7 +44,7 @@ UNVERIFIED = "a known contact, but this mail is not verified as theirs (it may b
 UNVERIFIED_KIND = "unverified"
 
 
-class StrangerFlow(KnownAnswers, PartyEscalations):
+class StrangerFlow(KnownAnswers):
     """What the router does with a message that is not the owner's."""
 
     def __init__(
