@@ -30,8 +30,8 @@ from bot.brain.offline import OFFLINE_LABEL
 from bot.events import InboundMessage
 from bot.parties import PartyRecord
 from bot.party_budget import KnownBudget
-from bot.party_edits import message_key
-from bot.party_escalations import PartyEscalations
+from bot.party_edits import message_keys
+from bot.party_escalations import PartyEscalations, attachments_of
 from bot.party_limits import for_model
 from bot.party_sends import PartySends
 from bot.replies import ReplyTarget
@@ -188,8 +188,8 @@ class KnownAnswers(PartySends, PartyEscalations):
                     "\n".join(m.text for m in said),
                     OFFLINE_STANDING,
                     said=msg,
-                    attachments=[a for m in said for a in m.attachments],
-                    refs=list(dict.fromkeys(message_key(m) for m in said)),
+                    attachments=attachments_of(said),
+                    refs=message_keys(said),
                 )
                 await self.send_to_party(
                     now,

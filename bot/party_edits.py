@@ -36,6 +36,12 @@ def message_key(msg: InboundMessage) -> str:
     return original if isinstance(original, str) and original else msg.message_id
 
 
+def message_keys(said: Sequence[InboundMessage]) -> list[str]:
+    """The messages an escalation of ``said`` quotes (:func:`message_key`, each once, in
+    order): whose edits the owner hears of."""
+    return list(dict.fromkeys(message_key(m) for m in said))
+
+
 def edited_words(msg: InboundMessage) -> str:
     """The words of an edit ``msg`` as they now are, without the channel's label."""
     words = msg.metadata.get("new_text")

@@ -235,6 +235,11 @@ class PartyEscalations:
             await self.s.conversations.set_title_topics(conv_id, title, [], 0)
 
 
+def attachments_of(said: Sequence[InboundMessage]) -> list[Attachment]:
+    """What came with a message or an album's photos, in order."""
+    return [a for m in said for a in m.attachments]
+
+
 def quoted_words(text: str) -> str:
     """A party's ``text`` as an escalation quotes it: visible characters only, at most
     500, every line after ``> `` and isolated, in quotation marks."""

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING
 
 from bot.bursts import Bursts
 from bot.commands import COMMANDS, parse_command
-from bot.events import Attachment, InboundMessage, iso, utcnow
+from bot.events import InboundMessage, iso, utcnow
 from bot.known_answers import KnownAnswers
 from bot.parties import PartyRecord, normalise_identity, party_handle
 from bot.party_budget import KnownBudget
-from bot.party_edits import edit_notice_due, escalated, message_key
+from bot.party_edits import edit_notice_due, escalated, message_key, message_keys
+from bot.party_escalations import attachments_of
 from bot.party_limits import forged_known, kept
 from bot.party_lines import thread_fields
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
@@ -232,7 +233,7 @@ class StrangerFlow(KnownAnswers):
             # Their escalation quoted only Telegram's "/start": these are their first
             # words, which the owner hears (they were acknowledged already).
             await self.escalate(
-                party, text, said=msg, attachments=_attachments(said), refs=_refs(said)
+                party, text, said=msg, attachments=attachments_of(said), refs=message_keys(said)
             )
             return
         if not due:
@@ -241,7 +242,9 @@ class StrangerFlow(KnownAnswers):
         # unacknowledged rather than the owner uninformed (the acknowledgement came first,
         # and its line in their file hid the missed escalation from the next start's
         # check, bot.party_resume.escalate_cut_messages).
-        await self.escalate(party, text, said=msg, attachments=_attachments(said), refs=_refs(said))
+        await self.escalate(
+            party, text, said=msg, attachments=attachments_of(said), refs=message_keys(said)
+        )
         if ack and await self.escalations_in_budget():
             # Past the hourly budget of all parties' escalations (identities rotated
             # per message) no acknowledgement either: by e-mail each went to a sender
@@ -301,13 +304,3 @@ def _opener(text: str) -> bool:
     """Telegram's "/start": what the Start button sends before anyone says a word."""
     command = parse_command(text)
     return command is not None and command[0] == "start"
-
-
-def _refs(said: list[InboundMessage]) -> list[str]:
-    """The messages an escalation of ``said`` quotes (whose edits the owner hears of)."""
-    return list(dict.fromkeys(message_key(m) for m in said))
-
-
-def _attachments(said: list[InboundMessage]) -> list[Attachment]:
-    """What came with a message or an album's photos, in order."""
-    return [a for m in said for a in m.attachments]
