@@ -75,7 +75,7 @@ class KnownAnswers(PartySends, PartyEscalations):
         found owed), at their turn (``wait``: the flood's pause, as the queue takes it).
         With a debounce on its channel, the answer to a burst's last message answers
         them all (module docstring)."""
-        pause = self._burst_pause(target.channel)
+        pause = self.s.replies.debounce(target.channel)
         if not pause:
             self.s.replies.queue.submit(
                 party.id, lambda: self._answer_known(party, said, target), wait=wait
@@ -85,9 +85,6 @@ class KnownAnswers(PartySends, PartyEscalations):
         self.s.replies.queue.submit(
             party.id, lambda: self._answer_burst(party, seq, target, pause), wait=wait
         )
-
-    def _burst_pause(self, channel: str) -> float:
-        return self.s.config.brain.debounce_seconds.get(channel, 0.0)
 
     def _join_burst(
         self, party: PartyRecord, said: list[InboundMessage], seq: int | None = None

@@ -111,7 +111,7 @@ class ReplyEngine(ReplyWrites):
         the router established it (ids, aliases); None for a turn recorded without it.
         ``album``: the turn is one item of an album (Telegram's ``media_group_id``),
         which gets one reply, to its last item, with every caption in its context."""
-        if self._debounce(target.channel) and owner is not False:
+        if self.debounce(target.channel) and owner is not False:
             self._arrivals.note(conversation_id, turn_number)
         if album:
             self._albums.note((conversation_id, album), turn_number)
@@ -181,7 +181,7 @@ class ReplyEngine(ReplyWrites):
                 return
         elif (
             profile == "owner"
-            and self._debounce(target.channel)
+            and self.debounce(target.channel)
             and await self._merged(conv_id, turn, self._arrivals, conv_id, target.channel)
         ):
             return
@@ -247,7 +247,7 @@ class ReplyEngine(ReplyWrites):
         readers = target.metadata.get("readers") or ()
         return any(self.s.identities.match(target.channel, str(r)) is None for r in readers)
 
-    def _debounce(self, channel: str) -> float:
+    def debounce(self, channel: str) -> float:
         """The pause that ends a burst on ``channel`` (``brain.debounce_seconds``; 0: off)."""
         return self.s.config.brain.debounce_seconds.get(channel, 0.0)
 
@@ -260,7 +260,7 @@ class ReplyEngine(ReplyWrites):
         the last turn of a burst sees every turn before it in its context, so one reply
         answers them all; each merged turn is marked with a ``reply_merged`` event, which
         tells recovery it expects no reply of its own."""
-        pause = self._debounce(channel) if channel else ALBUM_SETTLE_SECONDS
+        pause = self.debounce(channel) if channel else ALBUM_SETTLE_SECONDS
         latest = await bursts.answered_by(key, turn, pause)
         if latest is None:
             return False

@@ -290,7 +290,7 @@ class StrangerFlow(KnownAnswers):
                     return
             if now.tier != "known":  # (the model's answer is not made under the lock)
                 return
-            pause = self._burst_pause(target.channel)
+            pause = self.s.replies.debounce(target.channel)
             if not pause:
                 await self._answer_known(now, items, target)
                 return
