@@ -1,8 +1,10 @@
 """``my-agent reindex``: replace ``conversations.db`` with one rebuilt from the transcripts
 (recovery rebuilds the rows), and say what was rebuilt and how many vectors the new index
-owes. The old index is set aside until the rows are rebuilt, and put back if that fails.
-The vectors are the daemon's to embed, in the background at its start; ``--vectors``
-embeds them here, after the store is given back (:mod:`bot.reindex_vectors`).
+owes. The old index is set aside until the rows are rebuilt, and put back if that fails;
+its vectors still valid (the same model, the same text) are copied into the new one
+before it goes (:mod:`bot.reindex_carry`). The others are the daemon's to embed, in the
+background at its start; ``--vectors`` embeds them here, after the store is given back
+(:mod:`bot.reindex_vectors`).
 
 The report is a few lines for the owner by default (it printed the raw JSON, as the
 other commands do only with ``--json``), the JSON with ``--json``.
@@ -24,6 +26,7 @@ from bot.reindex_vectors import (
     NO_VECTORS,
     counted,
     embed_now,
+    kept_line,
     owed_line,
     owed_vectors,
     vectors_line,
@@ -39,6 +42,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from bot.index_files import aside_path, delete_index, restore_index, set_index_aside
     from bot.journal import journal_in_use
     from bot.recovery_reindex import save_before_reindex
+    from bot.reindex_carry import carry_vectors
     from bot.service_databases import DatabaseOpenError, check_state
     from bot.services import DataDirError, check_data_dir
 
@@ -105,9 +109,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     aside = aside_path(config.index_path)
     rebuilt = False  # the rows are rebuilt and committed: the old index never comes back
 
-    def rows_rebuilt() -> None:
-        nonlocal rebuilt
-        rebuilt = True
+    def store_given_back() -> None:
         delete_index(aside)
         # the daemon and the reading commands may use the store from now on (a daemon
         # starting meanwhile waits for this process's journal, held while it closes)
@@ -116,17 +118,26 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     async def _rebuild(s: Any) -> int:
         as_json = getattr(args, "json", False)
         now = getattr(args, "vectors", False)
+        nonlocal rebuilt
         report = await rebuild(s)
         report["skippedLines"] = skipped.where
         report["warnings"][:0] = saved
         if skipped.where:
             report["warnings"].append(skipped.warning())
-        report["seconds"] = round(time.monotonic() - started, 2)
         # The rows are rebuilt and committed (recovery's transactions): the rebuild is
-        # complete. Before session 41 the vectors were embedded here first, under the
-        # exclusive lock (30 minutes on a large store, the daemon kept out), and a Ctrl-C
-        # meanwhile put the old index back over the rebuilt rows.
-        rows_rebuilt()
+        # complete, the old index never put back from here. Before session 41 the vectors
+        # were embedded here first, under the exclusive lock (30 minutes on a large store,
+        # the daemon kept out), and a Ctrl-C meanwhile put the old index back over the
+        # rebuilt rows.
+        rebuilt = True
+        # What the old index holds of the same texts by the same model is copied before it
+        # goes (a copy: seconds, the lock held so that no daemon embeds meanwhile); before
+        # session 42 every vector was embedded again (~30 minutes at 105,000 turns).
+        report["vectorsKept"] = await carry_vectors(s, aside, report["warnings"])
+        if report["vectorsKept"] and any(report["vectorsKept"].values()):
+            report["vectorsOwed"] = await owed_vectors(s)
+        report["seconds"] = round(time.monotonic() - started, 2)
+        store_given_back()
         if not as_json:  # (flushed: a pipe kept it until the end)
             print(format_report(report, str(config.index_path), now), flush=True)
         if now:
@@ -163,6 +174,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
                 " was before the reindex",
                 file=sys.stderr,
             )
+        elif rebuilt:
+            delete_index(aside)  # (a Ctrl-C while the vectors were kept: the copy is done)
         transcript_log.removeHandler(skipped)
         embedding_log.setLevel(level)
         store_lock.release(lock)
@@ -223,7 +236,10 @@ def format_report(report: dict[str, Any], index_path: str, embedding_now: bool =
         f"{counted(int(report.get('turns', 0)), 'message')} indexed",
         f"  {counted(int(report.get('parties', 0)), 'third party', 'third parties')} kept",
     ]
-    lines += [line for line in (vectors_line(report), owed_line(report, embedding_now)) if line]
+    kept = kept_line(report)
+    lines += [
+        line for line in (kept, vectors_line(report), owed_line(report, embedding_now)) if line
+    ]
     waiting = int(report.get("pendingReplies", 0))
     if waiting:
         lines.append(f"  {counted(waiting, 'reply', 'replies')} to be written by the daemon")

@@ -156,6 +156,20 @@ def owed_line(report: dict[str, Any], embedding_now: bool = False) -> str | None
     )
 
 
+def kept_line(report: dict[str, Any]) -> str | None:
+    """The report's line on the vectors kept from the old index (session 42), None when
+    none were (:mod:`bot.reindex_carry`)."""
+    kept = report.get("vectorsKept")
+    if not kept or not (kept.get("turns") or kept.get("abbreviations")):
+        return None
+    notes = int(kept.get("abbreviations", 0))
+    return (
+        f"  vectors: {counted(int(kept.get('turns', 0)), 'turn window')}"
+        + (f" and {counted(notes, 'note')}" if notes else "")
+        + " kept from the old index (the same model, the same text)"
+    )
+
+
 def vectors_line(report: dict[str, Any]) -> str | None:
     """The report's line on the vectors ``--vectors`` embedded, None without it."""
     vectors = report.get("vectors")

@@ -247,6 +247,7 @@ def _index_migrations() -> list[Migration]:
     from bot.schema_recall import RECALL_MIGRATIONS
     from bot.schema_repair import index_v14
     from bot.schema_titles import index_v12
+    from bot.schema_vector_texts import index_v16
 
     return [
         _index_v1,
@@ -263,6 +264,7 @@ def _index_migrations() -> list[Migration]:
         index_v13,
         index_v14,
         index_v15,
+        index_v16,
     ]
 
 

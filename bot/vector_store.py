@@ -12,6 +12,7 @@ into the plain ``turn_vectors`` / ``abbreviation_vectors`` that KNN reads
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -27,6 +28,12 @@ PROBE_KEY = "embedding_probe"  # the model's vector for a fixed text (EmbeddingS
 # The same model gives the same probe vector up to float noise (cosine 1.0); another
 # model's is unrelated to it (MiniLM against a rolled copy of itself: ~0.1).
 SAME_SPACE_COSINE = 0.99
+
+
+def text_digest(text: str) -> str:
+    """The hash of an embedded text kept with its vector (``turn_vectors.text_hash``,
+    ``abbreviation_vectors.text_hash``): SHA-1, hex."""
+    return hashlib.sha1(text.encode()).hexdigest()
 
 
 def _another_space(conn: SyncConn, probe: np.ndarray) -> bool:
@@ -239,7 +246,8 @@ def store_turn_vectors(
     vectors: np.ndarray,
     bits: np.ndarray,
 ) -> None:
-    """Write the windows ``todo`` ((turn id, window_last, text)) with their vectors."""
+    """Write the windows ``todo`` ((turn id, window_last, text)) with their vectors, and
+    the hash of each text (what ``my-agent reindex`` compares: bot/reindex_carry.py)."""
     ids = [int(t[0]) for t in todo]
     # vec0 has no upsert: delete then insert.
     conn.executemany("DELETE FROM turns_vec WHERE rowid = ?", [(i,) for i in ids])
@@ -249,9 +257,9 @@ def store_turn_vectors(
     )
     conn.executemany(
         "INSERT OR REPLACE INTO turn_vectors (turn_id, conversation_id, window_last, "
-        "bits, vector) VALUES (?, ?, ?, ?, ?)",
+        "text_hash, bits, vector) VALUES (?, ?, ?, ?, ?, ?)",
         [
-            (t[0], conversation_id, t[1], b.tobytes(), to_half(v))
+            (t[0], conversation_id, t[1], text_digest(t[2]), b.tobytes(), to_half(v))
             for t, b, v in zip(todo, bits, vectors, strict=True)
         ],
     )
@@ -298,6 +306,7 @@ __all__ = [
     "store_abbreviation",
     "store_turn_vectors",
     "terms_complete",
+    "text_digest",
     "vectors_missing",
     "vectors_owed",
 ]

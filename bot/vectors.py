@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import logging
 from collections.abc import Sequence
 
@@ -53,6 +52,7 @@ from bot.vector_store import (
     store_abbreviation,
     store_turn_vectors,
     terms_complete,
+    text_digest,
     vectors_missing,
 )
 
@@ -76,10 +76,6 @@ def window_text(turns: Sequence[str], index: int, radius: int) -> str:
             break
         text = candidate
     return text[:WINDOW_CHARS]
-
-
-def _text_hash(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()
 
 
 class VectorIndex(VectorRebuild, VectorSearch):
@@ -317,7 +313,7 @@ class VectorIndex(VectorRebuild, VectorSearch):
             return False
         text = (text or "").strip()
         async with self._lock:
-            digest = _text_hash(text)
+            digest = text_digest(text)
             stored = await self.db.run(lambda c: abbreviation_hash(c, conversation_id), write=False)
             if stored == digest:
                 return False

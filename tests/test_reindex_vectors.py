@@ -136,10 +136,12 @@ def test_reindex_vectors_embeds_only_once_the_store_is_given_back(
     assert "embedding 6 turn windows" in captured.err, captured.err
     assert _owed(config) == (0, 0)
     capsys.readouterr()
-    # --json: one object, what was embedded and what is left
+    # --json: one object, what was embedded and what is left (the old index's vectors
+    # kept since session 42: nothing to embed)
     assert cli.main(["--config", str(path), "reindex", "--vectors", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["vectors"]["turns"] == 6 and report["vectorsOwed"] == {
+    assert report["vectorsKept"]["turns"] == 6 and report["vectors"]["turns"] == 0
+    assert report["vectorsOwed"] == {
         "turns": 0,
         "abbreviations": 0,
     }

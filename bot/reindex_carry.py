@@ -1,0 +1,356 @@
+"""``my-agent reindex`` keeps the vectors that are still valid (:func:`carry_vectors`).
+
+The rebuilt index starts with no vector. Before session 42 every one was embedded again
+after a reindex: at 105,000 turns the daemon re-embedded for ~30 minutes under load,
+search by meaning incomplete all that time, though the model and nearly every text were
+the same. Now, once the rows are rebuilt, the vectors of the old index (set aside until
+then, :mod:`bot.index_files`) that provably embed the same text with the same model are
+copied into the new one:
+
+- the model: the old ``index_meta.embedding_model`` is the configured one (``model@dims``,
+  :attr:`bot.embedding.EmbeddingService.model_id`). Its probe is copied with it, so the
+  daemon's open still drops every vector should another model answer to that name
+  (:func:`bot.vector_store.prepare`), as it would have with the old index;
+- a turn window: the hash of its text over the rebuilt turns (:func:`bot.vectors.
+  window_text`) is the old vector's ``turn_vectors.text_hash`` (migration 16); for a
+  vector stored before that, the hash of the window the old index's own turns give, up
+  to the ``window_last`` it recorded, at this ``embedding.turn_window`` (what the daemon
+  itself relies on to keep a vector);
+- a note: ``abbreviation_vectors.text_hash`` is the hash of the rebuilt notes;
+- a word vector of soft coverage: the word is its text.
+
+The bytes are copied as they are (float32, float16 copy, sign bits) once the three are
+seen to agree. Whatever is not carried is left owed and embedded as before (the daemon's
+start, ``reindex --vectors``). An old index whose vectors cannot be read (damage, the
+usual reason for a reindex) carries nothing: logged, what was copied removed, every
+vector embedded again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bot.db import SyncConn, connect_sync
+from bot.schema import create_vector_tables
+from bot.vector_codec import sign_bits
+from bot.vector_store import META_KEY, PROBE_KEY, text_digest
+from bot.vectors import window_text
+
+log = logging.getLogger("my_agent.vectors")
+
+CONVERSATIONS_AT_ONCE = 256  # conversations matched per read of either index
+ROWS_AT_ONCE = 2048  # vectors read from the old index, and written, at a time
+
+KEPT_NONE = {"turns": 0, "abbreviations": 0, "terms": 0}
+UNREADABLE = (
+    "the vectors of the old index could not be read ({error}): none kept, every vector is"
+    " embedded again"
+)
+
+
+async def carry_vectors(s: Any, aside: Path, warnings: list[str]) -> dict[str, int] | None:
+    """Copy the still-valid vectors of the old index ``aside`` into the rebuilt one of the
+    services ``s``; returns how many turn windows (``turns``), notes (``abbreviations``)
+    and words (``terms``) were kept, None when this store has no vectors. Nothing is
+    carried (zeros) when the old index is of another model or has none; when it cannot
+    be read, what was copied is removed, and a warning logged and added to ``warnings``
+    (the reindex's report)."""
+    if not s.config.embedding.enabled or not s.index_db.vec_available:
+        return None
+    if not aside.exists():
+        return dict(KEPT_NONE)
+    old: SyncConn | None = None
+    try:
+        old = await asyncio.to_thread(connect_sync, aside, s.index_db.driver)
+        kept = await _carry(s, old, s.search.embedder.model_id)
+    except asyncio.CancelledError:
+        if old is not None:  # (its thread may still read: closed with the process)
+            old.interrupt()
+            old = None
+        raise  # (what was copied is valid: kept)
+    except Exception as exc:
+        log.warning("the old index %s cannot be read: %s", aside.name, exc)
+        warnings.append(UNREADABLE.format(error=exc))
+        await s.index_db.run(drop_carried)
+        return dict(KEPT_NONE)
+    finally:
+        if old is not None:
+            old.close()
+    log.info(
+        "kept from the old index: %d turn windows, %d notes, %d words",
+        kept["turns"],
+        kept["abbreviations"],
+        kept["terms"],
+    )
+    return kept
+
+
+async def _carry(s: Any, old: SyncConn, model_id: str) -> dict[str, int]:
+    meta = await asyncio.to_thread(_old_meta, old)
+    if meta.get(META_KEY) != model_id:
+        if META_KEY in meta:  # (none: the old index had no vectors)
+            log.info(
+                "the old index's vectors are of %s, not %s: none kept", meta[META_KEY], model_id
+            )
+        return dict(KEPT_NONE)
+    dims = int(model_id.rsplit("@", 1)[1])
+    await s.index_db.run(functools.partial(_start_new, dims=dims, meta=meta))
+    radius = s.config.embedding.turn_window
+    windows: dict[int, list[tuple[int, str, int, str]]] = {}  # old id -> the new windows
+    notes: dict[str, str] = {}  # conversation id -> the hash of its rebuilt notes
+    ids = await s.index_db.run(
+        lambda c: c.execute("SELECT id, abbreviation FROM conversations ORDER BY id").fetchall(),
+        write=False,
+    )
+    for conv_id, abbreviation in ids:
+        text = str(abbreviation or "").strip()
+        if text:
+            notes[str(conv_id)] = text_digest(text)
+    conv_ids = [str(i) for i, _ in ids]
+    for start in range(0, len(conv_ids), CONVERSATIONS_AT_ONCE):
+        chunk = conv_ids[start : start + CONVERSATIONS_AT_ONCE]
+        new = await s.index_db.run(lambda c, ch=chunk: _recall_turns(c, ch), write=False)
+        before = await asyncio.to_thread(_old_windows, old, chunk)
+        for conv_id, turns in new.items():
+            old_turns, done = before.get(conv_id, ([], {}))
+            for old_id, target in match_windows(turns, old_turns, done, radius):
+                windows.setdefault(old_id, []).append((target[0], conv_id, target[1], target[2]))
+    kept = dict(KEPT_NONE)
+    kept["turns"] = await _copy(s, old, _turn_rows(old, windows, dims), _store_turns)
+    kept["abbreviations"] = await _copy(s, old, _note_rows(old, notes, dims), _store_notes)
+    if s.config.search.soft_coverage:
+        kept["terms"] = await _copy(s, old, _term_rows(old, dims), _store_terms)
+    return kept
+
+
+def _old_meta(old: SyncConn) -> dict[str, str]:
+    old.execute("PRAGMA query_only=ON")  # read, never written: it may be put back
+    rows = old.execute(
+        "SELECT key, value FROM index_meta WHERE key IN (?, ?)", (META_KEY, PROBE_KEY)
+    ).fetchall()
+    return {str(k): str(v) for k, v in rows}
+
+
+def _start_new(conn: SyncConn, dims: int, meta: dict[str, str]) -> None:
+    """The rebuilt index gets the vector tables and the old model's record (and probe)."""
+    create_vector_tables(conn, dims)
+    conn.executemany(
+        "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)", list(meta.items())
+    )
+
+
+def drop_carried(conn: SyncConn) -> None:
+    """Back to a rebuilt index without vectors (an old index that failed to read)."""
+    for table in ("turns_vec", "abbreviations_vec"):
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+            conn.execute(f"DELETE FROM {table}")
+    for table in ("turn_vectors", "abbreviation_vectors", "term_vectors"):
+        conn.execute(f"DELETE FROM {table}")
+    conn.execute("DELETE FROM index_meta WHERE key IN (?, ?)", (META_KEY, PROBE_KEY))
+
+
+Turns = list[tuple[int, str]]  # a conversation's recallable turns (id, content), in order
+
+
+def _recall_turns(conn: SyncConn, conv_ids: list[str]) -> dict[str, Turns]:
+    marks = ",".join("?" * len(conv_ids))
+    found: dict[str, Turns] = {}
+    for turn_id, conv_id, content in conn.execute(
+        f"SELECT id, conversation_id, content FROM turns WHERE conversation_id IN ({marks}) "
+        "AND recall = 1 ORDER BY conversation_id, turn_number, id",
+        conv_ids,
+    ):
+        found.setdefault(str(conv_id), []).append((int(turn_id), str(content)))
+    return found
+
+
+def _old_windows(
+    old: SyncConn, conv_ids: list[str]
+) -> dict[str, tuple[Turns, dict[int, tuple[int, str | None]]]]:
+    """The old index's turns of ``conv_ids`` and their vectors' records (turn id ->
+    (window_last, text_hash: None before migration 16))."""
+    turns = _recall_turns(old, conv_ids)
+    columns = {str(r[1]) for r in old.execute("PRAGMA table_info(turn_vectors)")}
+    digest = "text_hash" if "text_hash" in columns else "NULL"
+    marks = ",".join("?" * len(conv_ids))
+    done: dict[str, dict[int, tuple[int, str | None]]] = {}
+    for turn_id, conv_id, last, text_hash in old.execute(
+        f"SELECT turn_id, conversation_id, window_last, {digest} FROM turn_vectors "
+        f"WHERE conversation_id IN ({marks})",
+        conv_ids,
+    ):
+        done.setdefault(str(conv_id), {})[int(turn_id)] = (int(last), text_hash)
+    return {c: (turns.get(c, []), done.get(c, {})) for c in set(turns) | set(done)}
+
+
+def match_windows(
+    new: Turns, old: Turns, done: dict[int, tuple[int, str | None]], radius: int
+) -> list[tuple[int, tuple[int, int, str]]]:
+    """The windows of a conversation's rebuilt turns ``new`` that an old vector embedded
+    word for word: (old turn id, (new turn id, its window_last, the text's hash)).
+    ``old``: its turns in the old index, ``done``: their vectors' records."""
+    if not done or not new:
+        return []
+    where = {turn_id: at for at, (turn_id, _) in enumerate(old)}
+    old_texts = [content for _, content in old]
+    by_text: dict[str, int] = {}
+    for turn_id, (last, digest) in done.items():
+        if digest is None:  # stored before migration 16: the old turns tell its text
+            at, upto = where.get(turn_id), where.get(last)
+            if at is None or upto is None or not at <= upto <= at + radius:
+                continue
+            digest = text_digest(window_text(old_texts[: upto + 1], at, radius))
+        by_text.setdefault(digest, turn_id)
+    texts = [content for _, content in new]
+    found: list[tuple[int, tuple[int, int, str]]] = []
+    for at, (turn_id, _) in enumerate(new):
+        digest = text_digest(window_text(texts, at, radius))
+        source = by_text.get(digest)
+        if source is not None:
+            last = new[min(at + radius, len(new) - 1)][0]
+            found.append((source, (turn_id, last, digest)))
+    return found
+
+
+Rows = Iterator[list[tuple[Any, ...]]]
+
+
+async def _copy(
+    s: Any, old: SyncConn, rows: Rows, store: Callable[[SyncConn, list[tuple[Any, ...]]], None]
+) -> int:
+    """Read ``rows`` batch by batch (on a thread: the old index) and write each with
+    ``store`` (a unit of work of the rebuilt index); how many rows were written."""
+    written = 0
+    while True:
+        batch = await asyncio.to_thread(next, rows, None)
+        if batch is None:
+            return written
+        if batch:
+            await s.index_db.run(lambda c, b=batch: store(c, b))
+            written += len(batch)
+
+
+def _agree(floats: list[bytes], halves: list[bytes], dims: int) -> np.ndarray:
+    """Which vectors' float16 copies (``halves``) are the float32 ``floats`` rounded."""
+    ok = np.array(
+        [len(f) == 4 * dims and len(h) == 2 * dims for f, h in zip(floats, halves, strict=True)],
+        dtype=bool,
+    )
+    if not ok.any():
+        return ok
+    at = np.flatnonzero(ok)
+    matrix = np.frombuffer(b"".join(floats[i] for i in at), dtype=np.float32).reshape(-1, dims)
+    rounded = matrix.astype(np.float16)
+    given = np.frombuffer(b"".join(halves[i] for i in at), dtype=np.float16).reshape(-1, dims)
+    ok[at] = (rounded.view(np.uint16) == given.view(np.uint16)).all(axis=1)
+    return ok
+
+
+def _turn_rows(
+    old: SyncConn, windows: dict[int, list[tuple[int, str, int, str]]], dims: int
+) -> Rows:
+    """The carried windows' rows for :func:`_store_turns`, by a scan of the old
+    ``turns_vec`` (a point read of vec0 costs a scan of its own: 0.4 ms each)."""
+    if not windows:
+        return
+    cursor = old.execute("SELECT rowid, embedding FROM turns_vec")
+    while True:
+        found = [(int(r[0]), bytes(r[1])) for r in cursor.fetchmany(ROWS_AT_ONCE)]
+        if not found:
+            return
+        wanted = [(i, f) for i, f in found if i in windows]
+        if not wanted:
+            yield []
+            continue
+        marks = ",".join("?" * len(wanted))
+        copies = {
+            int(r[0]): (bytes(r[1]), bytes(r[2]))
+            for r in old.execute(
+                f"SELECT turn_id, bits, vector FROM turn_vectors WHERE turn_id IN ({marks})",
+                [i for i, _ in wanted],
+            )
+        }
+        wanted = [(i, f) for i, f in wanted if i in copies]
+        ok = _agree([f for _, f in wanted], [copies[i][1] for i, _ in wanted], dims)
+        batch: list[tuple[Any, ...]] = []
+        for (old_id, floats), good in zip(wanted, ok, strict=True):
+            bits, half = copies[old_id]
+            vector = np.frombuffer(floats, dtype=np.float32).reshape(1, dims)
+            if not good or sign_bits(vector)[0].tobytes() != bits:
+                continue  # a copy that disagrees: embedded again
+            for new_id, conv_id, last, digest in windows[old_id]:
+                batch.append((new_id, conv_id, last, digest, floats, bits, half))
+        yield batch
+
+
+def _store_turns(conn: SyncConn, rows: list[tuple[Any, ...]]) -> None:
+    conn.executemany(
+        "INSERT INTO turns_vec (rowid, embedding) VALUES (?, ?)", [(r[0], r[4]) for r in rows]
+    )
+    conn.executemany(
+        "INSERT INTO turn_vectors (turn_id, conversation_id, window_last, text_hash, bits,"
+        " vector) VALUES (?, ?, ?, ?, ?, ?)",
+        [(r[0], r[1], r[2], r[3], r[5], r[6]) for r in rows],
+    )
+
+
+def _note_rows(old: SyncConn, notes: dict[str, str], dims: int) -> Rows:
+    """The notes' vectors whose text is the rebuilt notes', for :func:`_store_notes`."""
+    if not notes:
+        return
+    cursor = old.execute("SELECT conversation_id, embedding FROM abbreviations_vec")
+    while True:
+        found = [(str(r[0]), bytes(r[1])) for r in cursor.fetchmany(ROWS_AT_ONCE)]
+        if not found:
+            return
+        wanted = [(c, f) for c, f in found if c in notes]
+        copies: dict[str, bytes] = {}
+        if wanted:
+            marks = ",".join("?" * len(wanted))
+            copies = {
+                str(r[0]): bytes(r[2])
+                for r in old.execute(
+                    "SELECT conversation_id, text_hash, vector FROM abbreviation_vectors "
+                    f"WHERE conversation_id IN ({marks})",
+                    [c for c, _ in wanted],
+                )
+                if r[1] == notes[str(r[0])]
+            }
+        wanted = [(c, f) for c, f in wanted if c in copies]
+        ok = _agree([f for _, f in wanted], [copies[c] for c, _ in wanted], dims)
+        yield [(c, notes[c], f, copies[c]) for (c, f), good in zip(wanted, ok, strict=True) if good]
+
+
+def _store_notes(conn: SyncConn, rows: list[tuple[Any, ...]]) -> None:
+    conn.executemany(
+        "INSERT INTO abbreviations_vec (conversation_id, embedding) VALUES (?, ?)",
+        [(r[0], r[2]) for r in rows],
+    )
+    conn.executemany(
+        "INSERT INTO abbreviation_vectors (conversation_id, text_hash, vector) VALUES (?, ?, ?)",
+        [(r[0], r[1], r[3]) for r in rows],
+    )
+
+
+def _term_rows(old: SyncConn, dims: int) -> Rows:
+    """The old index's word vectors (the rebuild embeds only the words it lacks)."""
+    cursor = old.execute("SELECT term, vector FROM term_vectors")
+    while True:
+        found = cursor.fetchmany(ROWS_AT_ONCE * 4)
+        if not found:
+            return
+        yield [(str(t), bytes(v)) for t, v in found if len(v) == 2 * dims]
+
+
+def _store_terms(conn: SyncConn, rows: list[tuple[Any, ...]]) -> None:
+    conn.executemany("INSERT OR IGNORE INTO term_vectors (term, vector) VALUES (?, ?)", rows)
+
+
+__all__ = ["carry_vectors", "drop_carried", "match_windows"]
