@@ -186,6 +186,9 @@ async def test_windows_holding_a_notice_are_embedded_again_without_it(
         "count me in for the lake trip",
     ]
     ids = await _group_and_chat(db, [("user", text) for text in texts])
+    # the vectors as that version wrote them: no text_hash yet (migration 16), the column
+    # lent for this code's writes and dropped again before the upgrade
+    await db.execute("ALTER TABLE turn_vectors ADD COLUMN text_hash TEXT")
     old = VectorIndex(config, db, embedder)
     assert await old.open()
     assert await old.index_turns("conv-group") == len(texts)
@@ -193,6 +196,7 @@ async def test_windows_holding_a_notice_are_embedded_again_without_it(
     kept = await db.fetchall(
         "SELECT turn_id, vector FROM turn_vectors WHERE turn_id IN (?, ?)", tuple(ids[:2])
     )
+    await db.execute("ALTER TABLE turn_vectors DROP COLUMN text_hash")
     await db.close()
 
     db = await Database.open(path, INDEX_MIGRATIONS)
@@ -261,12 +265,13 @@ def _as_written_before(path: Path) -> None:
             rows,
         )
         # nor the tables of the migrations after it (12: the titles' keyword index; 13:
-        # the failed notes' column; 15: the parties' costs)
+        # the failed notes' column; 15: the parties' costs; 16: the vectors' text hashes)
         conn.execute("DROP TABLE titles_fts")
         conn.execute("DROP TABLE titles")
         conn.execute("ALTER TABLE conversations DROP COLUMN abbreviation_failed")
         for column in ("tokens_in", "tokens_out", "cost_total"):
             conn.execute(f"ALTER TABLE external_parties DROP COLUMN {column}")
+        conn.execute("ALTER TABLE turn_vectors DROP COLUMN text_hash")
         conn.execute(f"PRAGMA user_version = {BEFORE}")
         conn.commit()
     finally:
