@@ -10,7 +10,8 @@ taken at all (the daemon is stopping): send it again. Every answer carries the
 POST gets a fresh id, and a retry of a held message was stored twice). Everything the
 daemon "sends" through this channel is appended durably to
 ``data_dir/loopback-sent.jsonl``, which ``GET /sent`` returns: tests count sends across
-crashes with it.
+crashes with it. Past ``channels.loopback.sent_max_bytes`` it is cut, atomically, to its
+latest lines (half that size).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ log = logging.getLogger("my_agent.channels.loopback")
 # Sends remembered to skip a resend: one after a crash is of the rows the outbox was
 # sending when it stopped, the latest ones.
 DELIVERED = 1024
+
+# Lines kept when loopback-sent.jsonl is cut, whatever their size: the latest sends
+# read back at start to skip a resend (DELIVERED) come first.
+KEEP_AT_LEAST = DELIVERED
 
 
 class LoopbackChannel:
@@ -112,9 +117,26 @@ class LoopbackChannel:
         data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
         async with self._lock:
             await asyncio.to_thread(_append_durably, str(self.sent_path), data)
+            await asyncio.to_thread(self._bound)
         if key is not None:
             self._remember(key, ref)
         return SendResult(message_ref=ref)
+
+    def _bound(self) -> None:
+        """Cut loopback-sent.jsonl to its latest lines once it passes
+        ``sent_max_bytes``: before session 42 it grew for the life of the data
+        directory, and ``GET /sent`` and every start read it whole. The send is durable
+        before this runs, so a cut that fails (a full disk) is logged, not the send's
+        failure."""
+        limit = self.section.sent_max_bytes
+        try:
+            if not limit or self.sent_path.stat().st_size <= limit:
+                return
+            kept = cut_to_latest(self.sent_path, limit // 2, KEEP_AT_LEAST)
+        except OSError as exc:
+            log.warning("cannot cut %s to its latest lines: %s", self.sent_path, exc)
+            return
+        log.info("%s cut to its latest %d lines", self.sent_path.name, kept)
 
     def _remember(self, key: tuple[int, bytes], ref: str) -> None:
         """Record a send (the latest :data:`DELIVERED` are kept)."""
@@ -224,6 +246,43 @@ def _append_durably(path: str, data: bytes) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def cut_to_latest(path: Path, keep_bytes: int, keep_lines: int) -> int:
+    """Replace ``path`` with its latest whole lines: as many as fit in ``keep_bytes``, but
+    at least ``keep_lines`` (as many as it has). Atomic (a copy fsynced, then renamed
+    over it): a reader sees the old file or the new one, never a part. Returns the lines
+    kept."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    if lines and not lines[-1].endswith(b"\n"):
+        lines.pop()  # a torn last record is no send (_append_durably never leaves one)
+    kept = 0
+    size = 0
+    for line in reversed(lines):
+        if kept >= keep_lines and size + len(line) > keep_bytes:
+            break
+        kept += 1
+        size += len(line)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        try:
+            view = memoryview(b"".join(lines[len(lines) - kept :]))
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return kept
 
 
 def read_json_lines(path: Path, last: int | None = None) -> list[dict[str, Any]]:

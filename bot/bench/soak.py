@@ -105,7 +105,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "owner": {"identities": {"loopback": owners, "telegram": [str(TELEGRAM_OWNER)]}},
         "channels": {
             "web": {"enabled": True, "port": web_port},
-            "loopback": {"enabled": True},
+            # Every reply of the run is counted from loopback-sent.jsonl: never cut.
+            "loopback": {"enabled": True, "sent_max_bytes": 0},
             "telegram": {
                 "enabled": True,
                 "token": TOKEN,

@@ -226,6 +226,9 @@ class LoopbackChannelConfig(_Section):
     enabled: bool = False
     host: str = "127.0.0.1"
     port: int = Field(default=0, ge=0, le=65535)  # 0: pick a free port, written to data_dir
+    # loopback-sent.jsonl past this size is cut to its latest lines (half of it, at least
+    # the latest 1,024); 0: never cut (a reader that counts every send of a long run).
+    sent_max_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
 
 
 class ChannelsConfig(_Section):

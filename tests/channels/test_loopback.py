@@ -202,3 +202,50 @@ async def test_a_resend_is_skipped_and_only_the_latest_sends_are_remembered(
         await again.stop()
     sent = loopback.read_json_lines(config.data_dir / "loopback-sent.jsonl")
     assert [s["outbox"] for s in sent] == [1, 2, 3, 4, 5, 6, 6]
+
+
+async def test_the_sent_record_is_cut_to_its_latest_lines_past_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 42): loopback-sent.jsonl grew for the life of the data
+    # directory, and GET /sent and every start read it whole. Past sent_max_bytes it is
+    # cut to its latest lines (at least the ones a restart reads to skip a resend).
+    monkeypatch.setattr(loopback, "DELIVERED", 2, raising=False)
+    monkeypatch.setattr(loopback, "KEEP_AT_LEAST", 2, raising=False)
+    config = make_config(tmp_path, channels={"loopback": {"sent_max_bytes": 4000}})
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    path = config.data_dir / "loopback-sent.jsonl"
+    channel = loopback.LoopbackChannel(config)
+    refs = {n: (await channel.send(_reply(n))).message_ref for n in range(1, 41)}
+    assert path.stat().st_size <= 4000
+    sent = loopback.read_json_lines(path)
+    outboxes = [s["outbox"] for s in sent]
+    assert outboxes == list(range(41 - len(sent), 41))  # the latest, whole and in order
+    assert len(sent) >= 2
+    assert not path.with_name(path.name + ".tmp").exists()
+    # a restart still knows the latest sends: a resend of one is skipped
+    again = loopback.LoopbackChannel(config)
+    await again.start(None)  # type: ignore[arg-type]
+    try:
+        assert (await again.send(_reply(40))).message_ref == refs[40]
+    finally:
+        await again.stop()
+
+
+def test_a_cut_keeps_the_latest_lines_however_long(tmp_path: Path) -> None:
+    path = tmp_path / "sent.jsonl"
+    path.write_bytes(b"".join(b'{"n": %d, "x": "%s"}\n' % (n, b"y" * 100) for n in range(10)))
+    assert loopback.cut_to_latest(path, keep_bytes=10, keep_lines=3) == 3
+    assert [s["n"] for s in loopback.read_json_lines(path)] == [7, 8, 9]
+    assert loopback.cut_to_latest(path, keep_bytes=10_000, keep_lines=1) == 3
+
+
+async def test_sent_max_bytes_zero_never_cuts(tmp_path: Path) -> None:
+    # The soak bench counts every reply of its run from the file: it sets 0.
+    config = make_config(tmp_path, channels={"loopback": {"sent_max_bytes": 0}})
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    channel = loopback.LoopbackChannel(config)
+    for n in range(1, 21):
+        await channel.send(_reply(n))
+    sent = loopback.read_json_lines(config.data_dir / "loopback-sent.jsonl")
+    assert [s["outbox"] for s in sent] == list(range(1, 21))
