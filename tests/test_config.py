@@ -711,3 +711,33 @@ def test_a_tls_ca_file_is_checked_only_where_it_is_used(
     (tmp_path / "ca.pem").write_bytes(Path(certifi.where()).read_bytes())
     config = build_config(_mail_with_ca("~/ca.pem"), env=env)
     assert config.channels.email.imap.tls_ca_file == str(tmp_path / "ca.pem")
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "line"),
+    [
+        ("owner:\n#  identities:\n#    telegram: ['123456789']\n", "owner", 1),
+        ("channels:\n  web:\n#    port: 4321\n", "channels.web", 2),
+        ("owner:\n  identities:\n", "owner.identities", 2),
+    ],
+)
+def test_a_section_with_every_key_commented_out_is_named_as_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, key: str, line: int
+) -> None:
+    # Regression (session 42): `owner:` with every key under it commented out (YAML's
+    # null) was pydantic's "Input should be a valid dictionary or instance of
+    # OwnerConfig", a class name, not what to do.
+    name = key.rpartition(".")[2]
+    with pytest.raises(ConfigError) as info:
+        build_config(yaml.safe_load(text), env={})
+    assert info.value.key == key
+    assert info.value.message == (
+        f"the section is empty (YAML reads `{name}:` with nothing under it, e.g. every key "
+        f"commented out, as null): give it a key, or remove the `{name}:` line to take "
+        "the defaults"
+    )
+    path = _write(tmp_path, text)
+    assert cli.main(["check-config", "--config", str(path)]) == 78
+    err = capsys.readouterr().err
+    assert f"configuration error: {key}: the section is empty" in err
+    assert f"line {line})" in err and "instance of" not in err

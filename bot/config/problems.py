@@ -65,6 +65,15 @@ def validation_problem(error: Any) -> tuple[str, str]:
     was "Extra inputs are not permitted", which did not say the key itself is wrong, nor
     which one was meant."""
     loc = tuple(error["loc"])
+    if error.get("input", ...) is None and error["type"] in ("model_type", "dict_type") and loc:
+        # A section whose every key is commented out reads as null in YAML: it was
+        # pydantic's "Input should be a valid dictionary or instance of OwnerConfig"
+        # (before session 42), which named a class, not what to do.
+        return _dotted(loc), (
+            f"the section is empty (YAML reads `{loc[-1]}:` with nothing under it, e.g. "
+            f"every key commented out, as null): give it a key, or remove the `{loc[-1]}:` "
+            "line to take the defaults"
+        )
     if error["type"] != "extra_forbidden" or not loc:
         # a validator's own message without pydantic's "Value error, " in front of it
         # ("owner.timezone: Value error, unknown time zone 'Mars/Olympus'")
