@@ -161,6 +161,31 @@ class ConversationUpdates:
                 rec.needs_abbreviation = True
         return len(changed)
 
+    async def unflag_needs_abbreviation(self, conv_ids: builtins.list[str]) -> int:
+        """Clear ``needs_abbreviation`` and ``abbreviation_failed`` of ``conv_ids``: notes
+        the lifecycle stops asking the model for (its offline notes stand); returns how
+        many changed. Notes owed for new turns are still queued by the idle pass
+        (``abbreviated_turn < turn_count``), flag or not."""
+        if not conv_ids:
+            return 0
+        ids = json.dumps(conv_ids)
+
+        def unflag(conn: Any) -> builtins.list[str]:
+            rows = conn.execute(
+                "UPDATE conversations SET needs_abbreviation = 0, abbreviation_failed = 0 "
+                "WHERE (needs_abbreviation <> 0 OR abbreviation_failed <> 0) "
+                "AND id IN (SELECT value FROM json_each(?)) RETURNING id",
+                (ids,),
+            ).fetchall()
+            return [row[0] for row in rows]
+
+        changed = await self.index.db.run(unflag)
+        for conv_id in changed:
+            rec = self._cache.get(conv_id)
+            if rec is not None:
+                rec.needs_abbreviation = False
+        return len(changed)
+
     async def mark_abbreviation_failed(self, conv_ids: builtins.list[str], failed: bool) -> int:
         """Record whether the last pass over each of ``conv_ids`` failed
         (``abbreviation_failed``, :mod:`bot.schema_failures`), in one statement that

@@ -99,6 +99,7 @@ class Lifecycle(Recovery, AbbreviationPasses, NamingRuns):
         self._model_down_until: datetime | None = None
         self._model_failures = 0
         self._retitle: set[str] = set()  # offline notes being rewritten (Recovery)
+        self._retitle_failures: Counter[str] = Counter()  # their failed passes (Recovery)
         self._offline_asked: set[str] = set()  # offline notes the model left (Recovery)
         # Vectors a failed embedding left stale, and namings the model could not give, are
         # retried by the sweep, backing off (one sweep period, doubling up to

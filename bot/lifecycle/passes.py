@@ -43,6 +43,7 @@ class AbbreviationPasses:
     _model_down_until: datetime | None
     _model_failures: int  # model failures in a row (reset by notes it wrote)
     _retitle: set[str]  # offline notes being rewritten: their title too (Recovery)
+    _retitle_failures: Counter[str]  # their failed passes (Recovery)
     _offline_asked: set[str]  # offline notes the model declined to replace this run (Recovery)
 
     if TYPE_CHECKING:  # Lifecycle's own, and NamingRuns'
@@ -56,6 +57,8 @@ class AbbreviationPasses:
         async def _name(
             self, conv_id: str, *, initial: bool, retitle: bool = False
         ) -> Naming | None: ...
+
+        async def _retitle_failed(self, conv_id: str) -> None: ...
 
     def enqueue(self, conv_id: str, reason: str = "idle") -> bool:
         """Queue an abbreviation (deduplicated); never waits for it."""
@@ -100,14 +103,19 @@ class AbbreviationPasses:
             return
         self.counters[outcome.status] += 1
         if outcome.declined:
-            # offline notes the model left (a refusal) are final this run (Recovery)
+            # offline notes the model left (a refusal) are final this run (Recovery),
+            # and so is their keyword title
             self._offline_asked.add(conv_id)
+            self._retitle.discard(conv_id)
+            self._retitle_failures.pop(conv_id, None)
         elif outcome.status in ("abbreviated", "missing"):
             # Its notes written by the model (or the conversation gone): nothing to
             # remember. Before session 41 every conversation passed to the model was
             # kept, for the life of the daemon, and each sweep sent them all to SQLite.
             self._offline_asked.discard(conv_id)
         await self._record(outcome, down)
+        if conv_id in self._retitle and (outcome.status == "failed" or outcome.error):
+            await self._retitle_failed(conv_id)  # (bounded: Recovery)
         if outcome.embedded is False:
             self.counters["embedding_failed"] += 1
         if outcome.error is not None and not down and self.abbreviator.method == "llm":
@@ -124,6 +132,7 @@ class AbbreviationPasses:
         retitle = conv_id in self._retitle and outcome.status == "abbreviated"
         if retitle:
             self._retitle.discard(conv_id)
+            self._retitle_failures.pop(conv_id, None)
         if outcome.status in ("abbreviated", "embedded", "skipped") and not down:
             # Flow 5 (h): re-name from the fresh notes when enough turns passed (and a
             # keyword title of the offline notes just rewritten, whatever the turns).

@@ -37,6 +37,9 @@ OFFLINE_REWRITES_PER_SWEEP = 10
 # Only those active in the last this many days: older ones keep their offline notes and
 # keyword titles (searchable all the same) until they get a message, which re-notes them.
 OFFLINE_REWRITE_DAYS = 90
+# Failed passes over offline notes the sweep handed to the model (Recovery._offline_noted)
+# before it stops asking for them this run: their offline notes and keyword title stand.
+RETITLE_ATTEMPTS = 3
 # Offline notes not owed yet, newest activity first (the flag unset: flagged, the
 # backlog has them already).
 _OFFLINE_NOTED = (
@@ -67,6 +70,7 @@ class Recovery:
     # Conversations whose offline notes the model is rewriting: their keyword title is
     # owed to it too, once the notes are written (AbbreviationPasses._process).
     _retitle: set[str]
+    _retitle_failures: Counter[str]  # failed passes of those in _retitle
     # Offline notes the model was asked to replace this run and left (a refusal): final.
     # Only those (session 41): its pass's outcome adds or discards each.
     _offline_asked: set[str]
@@ -162,6 +166,33 @@ class Recovery:
             log.info("%d conversation(s) noted offline: the model writes them now", len(ids))
             self._retitle.update(ids)  # (flagged now: the query skips them until their pass)
         return ids
+
+    async def _retitle_failed(self, conv_id: str) -> None:
+        """A pass over offline notes handed to the model (:meth:`_offline_noted`) failed.
+        After :data:`RETITLE_ATTEMPTS` of them the model is not asked again this run:
+        they are unflagged (their offline notes and keyword title stand, as for a
+        refusal) and left out of the next sweeps. Before session 42 one the model kept
+        failing on (its prompt, not an outage) stayed flagged and in ``_retitle``, and
+        every sweep asked again, for the life of the daemon."""
+        self._retitle_failures[conv_id] += 1
+        failures = self._retitle_failures[conv_id]
+        if failures < RETITLE_ATTEMPTS:
+            return
+        del self._retitle_failures[conv_id]
+        self._retitle.discard(conv_id)
+        self._offline_asked.add(conv_id)
+        log.warning(
+            "the model failed %d passes over the offline notes of %s: they and its title "
+            "stay as they are (asked again after a restart or its next message)",
+            failures,
+            conv_id,
+        )
+        try:
+            await self.conversations.unflag_needs_abbreviation([conv_id])
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the sweep asks again: as before, no worse
+            log.exception("could not unflag %s", conv_id)
 
     async def _enqueue_all(self, conv_ids: list[str], reason: str) -> int:
         """Queue ``conv_ids``, letting the event loop run between slices (15,000 queued

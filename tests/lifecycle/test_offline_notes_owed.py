@@ -7,7 +7,11 @@ from datetime import timedelta
 
 from bot.extractive import HEADER
 from bot.lifecycle import ManualClock
-from bot.lifecycle.recovery import OFFLINE_REWRITE_DAYS, OFFLINE_REWRITES_PER_SWEEP
+from bot.lifecycle.recovery import (
+    OFFLINE_REWRITE_DAYS,
+    OFFLINE_REWRITES_PER_SWEEP,
+    RETITLE_ATTEMPTS,
+)
 
 from .conftest import Core, MakeLifecycle, ScriptedModel
 
@@ -107,3 +111,34 @@ async def test_only_offline_notes_the_model_declined_are_remembered(
     await lifecycle.settle()
     assert (await core.row(declined)).abbreviation == "Notes at last."
     assert lifecycle._offline_asked == set()
+
+
+async def test_offline_notes_the_model_keeps_failing_on_are_asked_a_bounded_number_of_times(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # Regression (session 42): a conversation handed to the model for its offline notes
+    # and title (_retitle) whose passes kept failing stayed flagged and in _retitle, and
+    # every sweep asked the model again, for the life of the daemon.
+    (conv,) = await _noted_offline(core, clock, make_lifecycle, 1)
+    title = (await core.row(conv)).title
+    model.abbreviation = RuntimeError("400: this conversation's prompt is refused")
+    lifecycle = await make_lifecycle(model)
+    for _ in range(RETITLE_ATTEMPTS + 5):
+        clock.advance(core.config.conversations.abbreviation_sweep_seconds + 1)
+        await lifecycle.run_due()
+        await lifecycle.settle()
+    assert model.count("abbreviation") == RETITLE_ATTEMPTS
+    assert lifecycle._retitle == set() and not lifecycle._retitle_failures
+    row = await core.row(conv)
+    # as before it was handed over: its offline notes and keyword title stand, unflagged
+    assert row.abbreviation.startswith(HEADER) and row.title == title
+    assert not row.needs_abbreviation
+    query = "SELECT abbreviation_failed FROM conversations WHERE id = ?"
+    assert await core.db.fetchall(query, (conv,)) == [(0,)]  # not "failed, to retry"
+    # its next message brings the model to it again
+    model.abbreviation = "Notes at last."
+    await core.chat(conv, 1)
+    clock.advance(core.config.conversations.idle_timeout_seconds + 1)
+    await lifecycle.run_due()
+    await lifecycle.settle()
+    assert (await core.row(conv)).abbreviation == "Notes at last."
