@@ -129,25 +129,34 @@ class AnthropicBrain:
         # A model the service no longer offers: the default answers, saying so first
         # (bot.brain.model_fallback); known gone, without a failing request first.
         instead = self.models.instead_of(alias)
+        deadline = None
         if instead is None:
             try:
                 return await self._answer_owner(request, alias, on_delta)
             except ModelDropped as exc:
-                instead = exc.instead
+                instead, deadline = exc.instead, exc.deadline
         answered = replace(request, model_alias=instead)
-        reply = await self._answer_owner(answered, instead, on_delta)
+        reply = await self._answer_owner(answered, instead, on_delta, deadline)
         return self.models.dropped_reply(alias, instead, reply)
 
     async def _answer_owner(
-        self, request: BrainRequest, alias: str, on_delta: DeltaSink | None
+        self,
+        request: BrainRequest,
+        alias: str,
+        on_delta: DeltaSink | None,
+        deadline: float | None = None,
     ) -> BrainReply:
         """The reply of ``alias``; :class:`ModelDropped` when a 404 before anything was
-        said shows the model is gone and the default can answer instead."""
+        said shows the model is gone and the default can answer instead. ``deadline``:
+        the reply's, when an earlier model's calls started it (its fall-back)."""
         ctx, title = await self._owner_context(request)
         system = self._owner_system(request, ctx, title)
         turn = ReplyParts(spend=request.spend)
         # an attempt that failed midway was billed too: onto the turn and the running total
         deltas = DeltaForwarder(on_delta, lambda used: add_spent(self.config, turn, alias, used))
+        # One brain.reply_timeout per reply: before session 42 the default's fall-back
+        # after a 404 started a fresh one, the reply waiting up to twice as long.
+        deltas.deadline = deadline
         try:
             current = (
                 (request.conversation_id, request.turn_number)
@@ -175,7 +184,7 @@ class AnthropicBrain:
             if exc.status == 404 and not turn.texts and not deltas.any_sent:
                 instead = await self.models.after_404(alias, exc)
                 if instead is not None:
-                    raise ModelDropped(instead) from exc
+                    raise ModelDropped(instead, deltas.deadline) from exc
             return rejected_reply(self.config, alias, exc, turn)
         except ReplyTimedOut as exc:
             # Not an outage (waiting for the model again would hold the conversation once

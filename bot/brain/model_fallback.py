@@ -31,11 +31,14 @@ log = logging.getLogger("my_agent.brain")
 
 
 class ModelDropped(Exception):
-    """A reply's model is gone and ``instead`` (``models.default``) answers instead."""
+    """A reply's model is gone and ``instead`` (``models.default``) answers instead,
+    within what is left of the reply's ``brain.reply_timeout``: ``deadline``, on the
+    brain's clock (None: not started)."""
 
-    def __init__(self, instead: str) -> None:
+    def __init__(self, instead: str, deadline: float | None = None) -> None:
         super().__init__(instead)
         self.instead = instead
+        self.deadline = deadline
 
 
 class ModelFallback:

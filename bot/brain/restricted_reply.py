@@ -42,10 +42,12 @@ async def restricted_reply(
     on_delta: DeltaSink | None,
     now: Callable[[], datetime],
     model_gone: Callable[[str, Rejected], Awaitable[str | None]] | None = None,
+    deadline: float | None = None,
 ) -> BrainReply:
     """The reply to a ``known`` party's ``request``, in one call through ``api``.
     ``model_gone``: the alias to answer with instead when a 404 shows the model is gone
-    (bot.brain.model_fallback; the party is not told)."""
+    (bot.brain.model_fallback; the party is not told), within the same ``deadline``
+    (the reply's ``brain.reply_timeout``, once its first call started it)."""
     alias = request.model_alias or config.models.default
     merged = restricted_messages(
         request.history, request.text, config.brain.restricted_context_tokens
@@ -62,6 +64,7 @@ async def restricted_reply(
     # started was billed, and a retried one is recorded there even if the reply then waits
     turn = ReplyParts(spend=request.spend)
     deltas = DeltaForwarder(on_delta, lambda used: add_spent(config, turn, alias, used))
+    deltas.deadline = deadline  # the fall-back's: the reply's (a fresh one before session 42)
     deltas.new_call()
     try:
         params = request_params(config, alias, system, merged, thinking=False)
@@ -79,7 +82,9 @@ async def restricted_reply(
         instead = await model_gone(alias, exc) if model_gone and exc.status == 404 else None
         if instead is not None:
             answered = replace(request, model_alias=instead)
-            return await restricted_reply(config, api, answered, on_delta, now)
+            return await restricted_reply(
+                config, api, answered, on_delta, now, deadline=deltas.deadline
+            )
         # The owner's notice names the model and says to use /model or /new: a party
         # can do neither, and the model's id is none of their business.
         return replace(rejected_reply(config, alias, exc, turn), text=RESTRICTED_FALLBACK)

@@ -5,8 +5,10 @@ and the conversation's lock with the owner's next messages, for as long as it tr
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -17,7 +19,14 @@ from bot.brain.restricted_reply import RESTRICTED_CUT
 from bot.config.model import BrainConfig
 from bot.events import InboundMessage
 from bot.services import close_services
-from tests.brain.conftest import Deltas, make_brain, make_config, seed_conversation
+from tests.brain.conftest import (
+    Deltas,
+    ManualClock,
+    make_brain,
+    make_config,
+    party_question,
+    seed_conversation,
+)
 from tests.brain.test_router_e2e import e2e_config, start, wait_for
 
 WORDS = [f"word{n} " for n in range(40)]  # 40 deltas: 10 s at 0.25 s each
@@ -199,5 +208,41 @@ async def test_a_known_partys_slow_reply_is_cut_too(
         assert said.startswith("word0") and "word39" not in said
         assert note == RESTRICTED_CUT  # no configuration key named to the party
         assert reply.extra == {"error": "timeout"} and len(fake_api.requests) == 1
+    finally:
+        await brain.client.close()
+
+
+@pytest.mark.parametrize("profile", ["owner", "restricted"])
+async def test_the_fall_back_to_the_default_shares_the_replys_timeout(
+    tmp_path: Path, fake_api: FakeAnthropicAPI, core: SimpleNamespace, profile: str
+) -> None:
+    # Regression (session 42): a model the service does not offer (404) is answered by
+    # models.default, and that call started a fresh brain.reply_timeout: the reply could
+    # wait up to twice the limit. One deadline per reply: here the 404 and its check took
+    # the whole limit (the brain's clock moved past it), so the default is not asked.
+    clock = ManualClock()
+    config = make_config(tmp_path, fake_api, reply_timeout=30.0)
+    brain = make_brain(config, core, clock)
+    opus = config.resolve_model("opus")
+    fake_api.unknown_models.add(opus)
+    fake_api.push_text("Sunday it opens at ten.")
+    after_404 = brain.models.after_404
+
+    async def slow_check(alias: str, refused: Any) -> str | None:
+        instead = await after_404(alias, refused)
+        clock.now += 31.0  # the first model's call and the Models API: past the limit
+        return instead
+
+    brain.models.after_404 = slow_check  # type: ignore[method-assign]
+    try:
+        if profile == "owner":
+            conv = await seed_conversation(core, [("user", "Is the shop open on Sunday?")])
+            asked = replace(request(conv, "Is the shop open on Sunday?"), model_alias="opus")
+        else:
+            asked = party_question("opus")
+        reply = await brain.reply(asked, Deltas())
+        assert reply.extra.get("error") == "timeout", reply.text
+        assert "Sunday it opens at ten." not in reply.text
+        assert [r.body["model"] for r in fake_api.requests] == [opus]  # not the default
     finally:
         await brain.client.close()
