@@ -13,10 +13,9 @@ from zoneinfo import ZoneInfo
 
 from bot.brain.base import BrainAccessRefused, ForeignAnswer, UtilityModel
 from bot.brain.cost import shown_usd
-from bot.graphemes import isolate
 from bot.health_store import STAND_IN_ARGS, STAND_INS
 from bot.index import ConversationRecord
-from bot.labels import UNTITLED, display_title, shown_title
+from bot.labels import display_title, shown_title
 from bot.owner_days import local_moment, owner_zone
 from bot.reply_generation import ACCESS_FIXES, ACCESS_PROBLEMS
 
@@ -283,19 +282,20 @@ async def status_answer(
     if fresh is None:
         lines.append(f"{CONVERSATION_PREFIX}none yet (it starts with your first message)")
     else:
-        # Named as the dashboard names it (an older escalation conversation by its
-        # parties as known now). The dashboard links it by its sidebar name; the other
-        # channels, typed in the chat itself (its contact is the owner), add the id,
-        # which `my-agent conversations show` takes (the page cannot open an id).
+        # Named as the dashboard and `my-agent conversations` name it (an older
+        # escalation conversation by its parties as known now, an unnamed mail thread by
+        # its sender and subject). The dashboard links it by that name; the other
+        # channels add the id, which `my-agent conversations show` takes (the page
+        # cannot open an id). Before session 42 they gave the bare title: every unnamed
+        # thread was "New conversation".
         shown = await shown_title(services, fresh)
+        meta, people = fresh.channel_meta, fresh.participants
+        title = display_title(fresh.channel, shown, meta, people)
         if channel == "web":
-            meta, people = fresh.channel_meta, fresh.participants
-            title = display_title(fresh.channel, shown, meta, people)
             linked = {"prefix": CONVERSATION_PREFIX, "conversationId": fresh.id, "title": title}
             lines.extend(conversation_lines(services, fresh, title))
         else:
-            title = f"{isolate(shown or UNTITLED)} ({fresh.id})"
-            lines.extend(conversation_lines(services, fresh, title))
+            lines.extend(conversation_lines(services, fresh, f"{title} ({fresh.id})"))
     lines += [brain_line(services, owner_only), search_line(services)]
     missing = missing_models_line(services) if owner_only else None
     if missing:  # (the configuration is the owner's, not a group's, to read)

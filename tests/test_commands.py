@@ -15,6 +15,7 @@ import pytest
 from bot.command_status import local_minute
 from bot.commands import parse_command
 from bot.events import TO_ALL, TO_PARTY_ALONE, Attachment
+from bot.labels import shown_names
 from bot.resume import resume_pending_replies
 from bot.services import open_services
 from tests.conftest import (
@@ -392,8 +393,38 @@ async def test_status_names_the_conversation_by_title_and_links_it_on_the_web(
     # Telegram cannot link: the id stays, what `my-agent conversations show` takes.
     await core.say("phone hello")
     phone = await core.say("/status")
-    assert "Conversation: New conversation (conv-" in phone
+    phone_rec = await core.s.conversations.most_recent("telegram")
+    assert phone_rec is not None
+    named = (await shown_names(core.s, [phone_rec]))[phone_rec.id]
+    assert named.endswith("New conversation")
+    assert f"Conversation: {named} ({phone_rec.id})" in phone
     assert "statusLines" not in core.telegram.sent[-1].metadata
+
+
+async def test_status_names_a_mail_thread_as_the_dashboard_and_the_cli_do(
+    tmp_path: Path,
+) -> None:
+    # Regression (session 42): off the web, /status named the conversation by its bare
+    # title and id, "New conversation (conv-…)" for every unnamed mail thread, where the
+    # dashboard and `my-agent conversations` (since session 41) give its sender and
+    # subject: "owner@example.org — Garden · New conversation".
+    config = telegram_config(tmp_path)
+    services = await open_services(config)
+    core = Core(services, ScriptedBrain())
+    for channel in core.channels.values():
+        await attach_channel(services, channel)
+    try:
+        await core.say("garden plans", channel="email", sender=OWNER_EMAIL, subject="Garden")
+        answer = await core.say(
+            "/status", channel="email", sender=OWNER_EMAIL, subject="Re: Garden"
+        )
+        rec = await core.s.conversations.most_recent("email")
+        assert rec is not None
+        named = (await shown_names(core.s, [rec]))[rec.id]
+    finally:
+        await shutdown_services(services)
+    assert "Garden" in named and named.endswith(" · New conversation")
+    assert answer.splitlines()[0] == f"Conversation: {named} ({rec.id})"
 
 
 async def test_status_tells_the_conversation_brain_and_health_on_every_channel(
