@@ -27,13 +27,20 @@ _SEARCH_OPTIONS = ("channel", "from", "to")
 
 def search_options(args: str) -> tuple[str, dict[str, str]]:
     """``/search`` arguments as (query, options): the filters ``channel:``, ``from:`` and
-    ``to:`` (as words of their own, anywhere) are taken out, the rest is the query."""
+    ``to:`` (as words of their own, anywhere) are taken out, the rest is the query.
+    :class:`InvalidFilter` naming a filter given twice: before session 42 the last one
+    counted, silently (``from:2023-01-01 from:2024-01-01`` searched from 2024)."""
     words: list[str] = []
     options: dict[str, str] = {}
     for word in args.split():
         key, colon, value = word.partition(":")
         if colon and key.lower() in _SEARCH_OPTIONS:
-            options[key.lower()] = value
+            name = key.lower()
+            if name in options:
+                raise InvalidFilter(
+                    f"{name}: is given twice ({name}:{options[name]} and {word}): give it once"
+                )
+            options[name] = value
         else:
             words.append(word)
     return " ".join(words), options
@@ -84,7 +91,10 @@ async def search_answer(
 ) -> CommandResult:
     """The answer to ``/search args`` typed in ``conv`` (None: a dashboard tab without
     one): five results as lines, and as data for a channel that links them."""
-    query, options = search_options(args)
+    try:
+        query, options = search_options(args)
+    except InvalidFilter as exc:
+        return CommandResult(f"{exc}\n{SEARCH_USAGE}")
     if not query:
         return CommandResult(SEARCH_USAGE)
     zone = owner_zone(services.config)  # the owner's day, as the assistant dates it

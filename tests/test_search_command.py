@@ -85,6 +85,28 @@ async def test_a_filter_without_a_value_is_named_not_ignored(core: Core) -> None
     assert await core.say("/search from:") == SEARCH_USAGE  # no query: the usage alone
 
 
+async def test_a_filter_given_twice_is_named_not_settled_by_the_last(core: Core) -> None:
+    # Regression (session 42): a repeated filter silently kept the last one:
+    # "from:2999-03-01 from:2999-03-02" searched from 03-02, "channel:" twice the second.
+    evening, later = await _kayaks(core)
+    for args, said in (
+        (
+            "kayak from:2999-03-01 from:2999-03-02",
+            "from: is given twice (from:2999-03-01 and from:2999-03-02): give it once\n",
+        ),
+        (
+            "channel:web kayak Channel:telegram",
+            "channel: is given twice (channel:web and Channel:telegram): give it once\n",
+        ),
+        ("kayak to:2999-03-02 to:", "to: is given twice (to:2999-03-02 and to:): give it once\n"),
+    ):
+        answer = await core.say(f"/search {args}")
+        assert answer.startswith(said) and answer.endswith(SEARCH_USAGE), answer
+        assert evening not in answer and later not in answer
+    # each once, as before
+    assert evening in await core.say("/search kayak from:2999-03-01 to:2999-03-01 channel:web")
+
+
 async def test_a_pasted_page_is_not_echoed_back_whole(core: Core) -> None:
     # Regression: the answer repeated the query: a 10 KB query made a 12 KB answer,
     # three Telegram messages of the owner's own text.
