@@ -64,16 +64,35 @@ async def _with_services(
 async def _open_and_run(
     config: AppConfig, fn: Any, recover_now: bool, download_models: bool
 ) -> Any:
-    from bot.index_rescue import is_corruption
+    from bot.index_rescue import is_corruption, is_storage_refusal
     from bot.service_databases import state_damage
-    from bot.services import DatabaseOpenError, DataDirError, close_services, open_services
+    from bot.services import (
+        DatabaseOpenError,
+        DataDirError,
+        DataDirFull,
+        close_services,
+        full_disk_write,
+        open_services,
+    )
 
+    # A command delivers no message: the ref filter (a read of every ref) would only
+    # cost it time, 1.8 s of a 3.5 s `conversations list` at 10,000.
+    options: dict[str, Any] = {
+        "recover_now": recover_now,
+        "download_models": download_models,
+        "load_refs": False,
+    }
+    read_only = False
     try:
-        # A command delivers no message: the ref filter (a read of every ref) would
-        # only cost it time, 1.8 s of a 3.5 s `conversations list` at 10,000.
-        services = await open_services(
-            config, recover_now=recover_now, download_models=download_models, load_refs=False
-        )
+        try:
+            services = await open_services(config, **options)
+        except DataDirFull as full:
+            # A full disk: read the store as it is when nothing is to be written (before
+            # session 42 exit 73, however little there was to catch up); DataDirFull
+            # again, saying so, when the index must be written first.
+            log.info("%s; reading the store as it is", full)
+            read_only = True
+            services = await open_services(config, **options, read_only=True)
     except (DataDirError, DatabaseOpenError) as exc:
         # the message names the file and the remedy; a traceback (exit 1) hid it
         print(f"my-agent: {exc}", file=sys.stderr)
@@ -88,6 +107,9 @@ async def _open_and_run(
         if damaged is not None:
             print(f"my-agent: {damaged}", file=sys.stderr)
             return exitcodes.EX_DATABASE
+        if read_only and is_storage_refusal(exc):  # the command itself would write
+            print(f"my-agent: {full_disk_write(config, exc)}", file=sys.stderr)
+            return exitcodes.EX_DATADIR
         if services.index_db.damage is None or not is_corruption(exc):
             raise
         print(

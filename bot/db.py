@@ -106,15 +106,20 @@ class Database:
         driver: Driver | None = None,
         synchronous: str = "NORMAL",
         idle_work: Callable[[SyncConn], bool] | None = None,
+        read_only: bool = False,
     ) -> Database:
         """Open ``path`` (migrated) with a writer, a reader and a WAL checkpointer.
 
         ``idle_work(conn)``: a bounded step of background maintenance the writer thread
         runs in a transaction of its own whenever a commit has written and no unit of
         work is waiting; it returns True while more remains (:mod:`bot.ftsmerge`).
+        ``read_only`` (a reading command on a full disk): the file read as it is, every
+        write failing with SQLITE_READONLY (:func:`bot.sqlite_conn.read_only_uri`).
         """
         drv = driver or select_driver()
-        conn, reader, checkpointer = await open_connections(path, migrations, drv, synchronous)
+        conn, reader, checkpointer = await open_connections(
+            path, migrations, drv, synchronous, read_only
+        )
         return cls(path, conn, drv, reader, checkpointer, synchronous, idle_work)
 
     @property

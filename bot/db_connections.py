@@ -35,17 +35,25 @@ async def _connected(conn: aiosqlite.Connection) -> None:
 
 
 async def open_connections(
-    path: Path, migrations: Sequence[Migration], drv: Driver, synchronous: str
-) -> tuple[aiosqlite.Connection, aiosqlite.Connection, WalCheckpointer]:
+    path: Path,
+    migrations: Sequence[Migration],
+    drv: Driver,
+    synchronous: str,
+    read_only: bool = False,
+) -> tuple[aiosqlite.Connection, aiosqlite.Connection, WalCheckpointer | None]:
     """The writer (``synchronous``, migrated), the reader and the started checkpointer
-    of ``path``; a reader that fails to open closes the writer again."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    of ``path``; a reader that fails to open closes the writer again. ``read_only`` (a
+    reading command on a full disk): both read the file as it is, no checkpointer (a
+    migration still owed fails with SQLITE_READONLY)."""
+    if not read_only:
+        path.parent.mkdir(parents=True, exist_ok=True)
 
     def _connector() -> SyncConn:
-        conn = connect_sync(path, drv)
-        conn.execute(f"PRAGMA synchronous={synchronous}")
-        # checkpoints run on their own thread (bot.walcheckpoint), never in a commit
-        conn.execute("PRAGMA wal_autocheckpoint=0")
+        conn = connect_sync(path, drv, read_only=read_only)
+        if not read_only:
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            # checkpoints run on their own thread (bot.walcheckpoint), never in a commit
+            conn.execute("PRAGMA wal_autocheckpoint=0")
         apply_migrations(conn, migrations)
         return conn
 
@@ -53,7 +61,7 @@ async def open_connections(
     await _connected(conn)
 
     def _reader() -> SyncConn:
-        raw = connect_sync(path, drv)
+        raw = connect_sync(path, drv, read_only=read_only)
         # Searches read scattered pages (FTS doclists, float16 vectors, turn windows):
         # memory-mapped, a page costs a memory read instead of a read() syscall
         # (search p95 at 10,000 conversations 44.7 -> 36.0 ms, docs/search.md). Only
@@ -67,6 +75,8 @@ async def open_connections(
     except BaseException:
         await conn.close()
         raise
+    if read_only:
+        return conn, reader, None
     # Commits that are not synced leave their WAL frames to be flushed: a little at a
     # time after commits rather than all at once (bot.walcheckpoint).
     checkpointer = WalCheckpointer(

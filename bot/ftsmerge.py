@@ -35,7 +35,9 @@ def merge_slice(conn: SyncConn) -> bool:
     return conn.total_changes - before >= 2
 
 
-async def open_index_database(path: Path, driver: Driver | None = None) -> Database:
+async def open_index_database(
+    path: Path, driver: Driver | None = None, read_only: bool = False
+) -> Database:
     """``conversations.db``, migrated, with its FTS5 merges in the writer's idle time.
 
     Every opener of the index goes through here: migration 6 turns FTS5's own merges
@@ -43,4 +45,8 @@ async def open_index_database(path: Path, driver: Driver | None = None) -> Datab
     ``crisismerge``."""
     from bot.schema import INDEX_MIGRATIONS
 
-    return await Database.open(path, INDEX_MIGRATIONS, driver=driver, idle_work=merge_slice)
+    # (read_only: a reading command on a full disk, which merges nothing)
+    merges = None if read_only else merge_slice
+    return await Database.open(
+        path, INDEX_MIGRATIONS, driver=driver, idle_work=merges, read_only=read_only
+    )

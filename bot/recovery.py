@@ -341,11 +341,15 @@ def recover(
     config: Any,
     stopping: Stopping = _never,
     progress: StartProgress | None = None,
+    flag_idle: bool = True,
 ) -> RecoveryReport:
     """Catch the index up with the transcripts and party records, and find what a
     restart owes. A stop (``stopping()`` true) ends it between two files: what is done
     is kept, the rest is caught up (and its owed replies found) at the next start.
-    ``progress``: how far the catch-up has come (:mod:`bot.start_progress`)."""
+    ``progress``: how far the catch-up has come (:mod:`bot.start_progress`).
+    ``flag_idle=False`` (a reading command on a full disk, which writes nothing it does
+    not have to): idle conversations owed notes are not flagged, the daemon's start
+    flags them."""
     report = RecoveryReport()
     try:
         catch_up_conversations(conn, store, report, stopping, progress)
@@ -360,12 +364,13 @@ def recover(
     skipped = {name.removesuffix(".jsonl") for name in report.unreadable}
     report.pending_replies = [p for p in pending_replies(conn) if p[0] not in skipped]
     # Idle conversations with turns never abbreviated (or whose abbreviation failed).
-    conn.execute(
-        "UPDATE conversations SET needs_abbreviation = 1 WHERE "
-        "abbreviated_turn < turn_count AND needs_abbreviation = 0 AND "
-        "updated < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)",
-        (f"-{int(config.conversations.idle_timeout_seconds)} seconds",),
-    )
+    if flag_idle:
+        conn.execute(
+            "UPDATE conversations SET needs_abbreviation = 1 WHERE "
+            "abbreviated_turn < turn_count AND needs_abbreviation = 0 AND "
+            "updated < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)",
+            (f"-{int(config.conversations.idle_timeout_seconds)} seconds",),
+        )
     report.needs_abbreviation = [
         r[0]
         for r in conn.execute("SELECT id FROM conversations WHERE needs_abbreviation = 1")

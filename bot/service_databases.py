@@ -56,15 +56,18 @@ class IndexCorrupt(DatabaseOpenError):
     """The daemon's recovery found conversations.db damaged (set aside and rebuilt)."""
 
 
-async def open_databases(config: AppConfig, exclusive: bool) -> tuple[Database, Database]:
-    """conversations.db and state.db, in that order; neither stays open on an error."""
+async def open_databases(
+    config: AppConfig, exclusive: bool, read_only: bool = False
+) -> tuple[Database, Database]:
+    """conversations.db and state.db, in that order; neither stays open on an error.
+    ``read_only``: each read as it is (a reading command on a full disk)."""
     opened: list[Database] = []
     path = config.index_path
     try:
-        index_db = await open_index(config, exclusive)
+        index_db = await open_index(config, exclusive, read_only)
         opened.append(index_db)
         path = config.state_path
-        state = await _open_state(config, check=exclusive)
+        state = await _open_state(config, check=exclusive, read_only=read_only)
         opened.append(state)
     except IndexCorrupt:
         await close_all(opened)
@@ -89,7 +92,7 @@ async def check_state(config: AppConfig) -> None:
     await close_all([state])
 
 
-async def _open_state(config: AppConfig, check: bool) -> Database:
+async def _open_state(config: AppConfig, check: bool, read_only: bool = False) -> Database:
     """state.db, migrated; ``check`` (the daemon): every page read once by SQLite's
     quick check, and damage found raises :class:`DamagedPages` (exit 74, as any state.db
     the open refuses: "restore it from a backup, or move it aside").
@@ -102,7 +105,9 @@ async def _open_state(config: AppConfig, check: bool) -> Database:
     the disk, as fast as the disk reads the file). A one-shot command skips it: it rarely
     reads state.db, and damage its query meets is named there (:func:`state_damage`)."""
     made_new = check_state_file(config.state_path, config.conversations_dir, config.external_dir)
-    state = await Database.open(config.state_path, STATE_MIGRATIONS, synchronous="FULL")
+    state = await Database.open(
+        config.state_path, STATE_MIGRATIONS, synchronous="FULL", read_only=read_only
+    )
     try:
         if made_new:  # the replies it may have lost are named (bot/state_new.py)
             await state.run(mark_new)
@@ -163,13 +168,13 @@ def open_error(config: AppConfig, path: Path, exc: Exception) -> DatabaseOpenErr
     return DatabaseOpenError(f"cannot open {path}: {exc}; {remedy}")
 
 
-async def open_index(config: AppConfig, exclusive: bool) -> Database:
+async def open_index(config: AppConfig, exclusive: bool, read_only: bool = False) -> Database:
     """conversations.db; for the daemon (``exclusive``) a corrupt one raises
     :class:`IndexCorrupt`, which :func:`bot.services.open_services` answers by setting it
     aside and starting again (recovery rebuilds it from the transcripts,
     :mod:`bot.index_rescue`)."""
     try:
-        return await open_index_database(config.index_path)
+        return await open_index_database(config.index_path, read_only=read_only)
     except Exception as exc:
         if exclusive and is_corruption(exc):
             raise IndexCorrupt(f"{config.index_path} is corrupt: {exc}") from exc

@@ -23,7 +23,13 @@ from bot.external import ExternalStore
 from bot.hooks import EventBus
 from bot.identity import OwnerIdentities
 from bot.index import ConversationIndex
-from bot.index_rescue import is_corruption, mark_damaged, set_aside, set_aside_marked
+from bot.index_rescue import (
+    is_corruption,
+    is_storage_refusal,
+    mark_damaged,
+    set_aside,
+    set_aside_marked,
+)
 from bot.journal_files import journal_lock_path, lock_holder
 from bot.outbox import Outbox
 from bot.recovery import recover
@@ -45,6 +51,7 @@ log = logging.getLogger("my_agent.services")
 __all__ = [
     "ChannelStartError",
     "DataDirError",
+    "DataDirFull",
     "DataDirInUse",
     "DatabaseOpenError",
     "IndexCorrupt",
@@ -57,6 +64,11 @@ __all__ = [
 
 class DataDirError(Exception):
     """The data directory cannot be created or written (exit 73)."""
+
+
+class DataDirFull(DataDirError):
+    """The data directory's file system is full (exit 73 where a write is needed: a
+    reading command opens the store read-only instead, ``open_services(read_only=True)``)."""
 
 
 class DataDirInUse(Exception):
@@ -81,6 +93,11 @@ def check_data_dir(config: AppConfig) -> None:
             # behind, empty, in the owner's data directory after every refused start.
             probe.unlink(missing_ok=True)
     except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DataDirFull(
+                f"the file system of data directory {config.data_dir} is full ({exc}): "
+                "free space and try again"
+            ) from exc
         if exc.errno == errno.EROFS and not config.data_dir.exists():
             # a first start in a read-only place: there is nothing to copy
             raise DataDirError(
@@ -126,6 +143,7 @@ async def open_services(
     load_refs: bool = True,
     stop: asyncio.Event | None = None,
     progress: StartProgress | None = None,
+    read_only: bool = False,
 ) -> Services:
     """Open the store and databases, run recovery, build the brain. No channel yet.
 
@@ -140,6 +158,10 @@ async def open_services(
     ``stop`` (the daemon's SIGTERM) ends recovery between two transcripts: the services
     open with what is caught up so far (``recovery.stopped``), the rest is the next
     start's. ``progress`` (the daemon's) is told how far recovery's catch-up has come.
+    ``read_only`` (a reading command after :class:`DataDirFull`): the databases are read
+    as they are and recovery only checks that nothing is to catch up; a write it would
+    need (the index behind the transcripts, a migration, a journal to replay) raises
+    :class:`DataDirFull` saying so.
     """
     options: dict[str, Any] = {
         "stop": stop,
@@ -151,6 +173,8 @@ async def open_services(
         "download_models": download_models,
         "load_refs": load_refs,
     }
+    if read_only:
+        return await _read_only_services(config, options)
     if exclusive:  # damage the last run found while running (bot/index_rescue.py)
         set_aside_marked(config.index_path, config.conversations_dir)
     try:
@@ -166,6 +190,28 @@ async def open_services(
     return await _open_services(config, **options)
 
 
+async def _read_only_services(config: AppConfig, options: dict[str, Any]) -> Services:
+    """:func:`open_services` on a full disk, for a command that only reads: before
+    session 42 ``search`` and ``conversations`` exited 73 there even with nothing to
+    write (the write probe of :func:`check_data_dir` refused them)."""
+    try:
+        return await _open_services(config, **options, read_only=True)
+    except Exception as exc:
+        if not is_storage_refusal(exc):
+            raise
+        raise DataDirFull(full_disk_write(config, exc)) from exc
+
+
+def full_disk_write(config: AppConfig, exc: BaseException) -> str:
+    """What a reading command says when, on a full disk, it would have to write: the
+    index catching up with the transcripts (or a migration, a journal to replay)."""
+    return (
+        f"the file system of data directory {config.data_dir} is full, and the index must "
+        "be written before it can be read (it is behind the transcripts, or this my-agent "
+        f"has to update it: {exc}): free space and try again"
+    )
+
+
 async def _open_services(
     config: AppConfig,
     *,
@@ -177,13 +223,15 @@ async def _open_services(
     load_refs: bool,
     stop: asyncio.Event | None,
     progress: StartProgress | None,
+    read_only: bool = False,
 ) -> Services:
     """:func:`open_services`, once."""
     from bot.conversations import ConversationManager
     from bot.router import Router
 
-    check_data_dir(config)
-    index_db, state = await open_databases(config, exclusive)
+    if not read_only:  # (its write probe is what a full disk refused)
+        check_data_dir(config)
+    index_db, state = await open_databases(config, exclusive, read_only)
     opened = [index_db, state]
     if index_db.vec_available and not await index_db.run(vector_tables_exist, write=False):
         # Only when missing: even with nothing to create it was a write transaction, and
@@ -253,7 +301,15 @@ async def _open_services(
         elif recover_now:
             stopping = stop.is_set if stop is not None else lambda: False
             services.recovery = await index_db.run(
-                lambda c: recover(c, store, config.external_dir, config, stopping, progress)
+                lambda c: recover(
+                    c,
+                    store,
+                    config.external_dir,
+                    config,
+                    stopping,
+                    progress,
+                    flag_idle=not read_only,
+                )
             )
             log.info("recovery: %s", services.recovery.to_dict())
         if load_refs:  # every ref ever recorded: 0.3 s at 150,000 (docs/benchmarks.md)

@@ -107,9 +107,25 @@ def select_driver(force: str | None = None) -> Driver:
     return chosen
 
 
-def connect_sync(path: Path | str, driver: Driver | None = None) -> SyncConn:
-    """Open a connection with WAL, busy_timeout, foreign keys and sqlite-vec if available."""
+def connect_sync(
+    path: Path | str, driver: Driver | None = None, read_only: bool = False
+) -> SyncConn:
+    """Open a connection with WAL, busy_timeout, foreign keys and sqlite-vec if available.
+    ``read_only`` (a reading command on a full disk): opened to read the file as it is
+    (:func:`read_only_uri`); any write raises SQLITE_READONLY."""
     drv = driver or select_driver()
+    if read_only:
+        conn = drv.module.connect(
+            read_only_uri(Path(path)),
+            uri=True,
+            timeout=10.0,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        _load_vec(conn, drv)
+        return conn
     conn = drv.module.connect(
         str(path), timeout=10.0, isolation_level=None, check_same_thread=False
     )
@@ -122,13 +138,31 @@ def connect_sync(path: Path | str, driver: Driver | None = None) -> SyncConn:
     # The index is derived data (rebuildable from transcripts); NORMAL is durable across
     # process crashes in WAL mode. state.db raises this to FULL itself.
     conn.execute("PRAGMA synchronous=NORMAL")
+    _load_vec(conn, drv)
+    return conn
+
+
+def _load_vec(conn: SyncConn, drv: Driver) -> None:
     if drv.vec_available:
         import sqlite_vec
 
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)
         conn.enable_load_extension(False)
-    return conn
+
+
+def read_only_uri(path: Path) -> str:
+    """The URI that reads the database at ``path`` without writing a byte: ``mode=ro``
+    while its ``-wal`` or ``-shm`` is there (a daemon runs, or a crash left them: the WAL
+    holds part of the database, and its index is there to read it by); with neither (a
+    clean stop), ``immutable``: the main file is the whole database, and ``mode=ro``
+    would have to create the ``-shm`` file, which a full disk refuses
+    (:func:`bot.status_reads.connect_readonly` reads ``my-agent status``'s so too)."""
+    mode = "ro"
+    if not any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm")):
+        mode = "immutable"
+    uri = path.absolute().as_uri()
+    return f"{uri}?mode=ro" if mode == "ro" else f"{uri}?immutable=1"
 
 
 def in_transaction(conn: SyncConn, fn: Callable[[SyncConn], T]) -> T:

@@ -22,7 +22,14 @@ import yaml
 from bot import cli, exitcodes
 from bot.services import open_services
 from tests.conftest import make_config, owner_identities, raw_config, settle, shutdown_services
-from tests.support import REPO, ScriptedBrain, garble_page, inbound
+from tests.support import (
+    REPO,
+    ScriptedBrain,
+    fill_disk,
+    garble_page,
+    inbound,
+    mount_tmpfs,
+)
 
 
 class Store:
@@ -614,6 +621,100 @@ def test_a_read_only_data_directory_is_named_with_what_to_do(
         assert status == exitcodes.EX_DATADIR, argv
         assert "read-only file system" in err and "copy the directory" in err, argv
     assert store.config.index_path.is_file()  # reindex deleted nothing
+
+
+def _disk_full_at_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data directory's write probe refused for lack of space, as on a full disk
+    (root writes on a disk's reserved blocks: the refusal is simulated where the check
+    writes; what else is written shows in the files, which must stay as they are)."""
+    real_write = Path.write_bytes
+
+    def write_bytes(self: Path, data: bytes) -> int:
+        if self.name == ".write-test":
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return real_write(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+
+
+def _files(store: Store) -> dict[str, bytes]:
+    """The store's files and what they hold: transcripts, party records, databases.
+    (Not the journals, whose files a command opening them starts afresh in place.)"""
+    data = store.config.data_dir
+    return {
+        str(p.relative_to(data)): p.read_bytes()
+        for p in sorted(data.rglob("*"))
+        if p.is_file() and p.name != "maintenance.lock" and p.parent.name != "journal"
+    }
+
+
+def test_reading_commands_work_on_a_full_disk_when_nothing_is_to_be_written(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 42): `search` and `conversations` exited 73 on a full disk
+    # ("not usable: No space left on device") although the index was current and they
+    # had nothing to write: the write probe refused them. They read the store as it is.
+    _disk_full_at_the_probe(monkeypatch)
+    before = _files(store)
+    status, text = store.run("conversations", "list", capsys=capsys)
+    assert status == 0 and "Porto trip" in text and store.ids["telegram"] in text
+    status, text = store.run("conversations", "show", store.ids["web"], capsys=capsys)
+    assert status == 0 and "Porto trip" in text
+    status, text = store.run("search", "sourdough", capsys=capsys)
+    assert status == 0 and store.ids["telegram"] in text
+    assert _files(store) == before  # nothing written (no -wal, no -shm either)
+    # reindex writes a new index: refused as before, saying why
+    assert cli.main(["--config", str(store.config_path), "reindex"]) == exitcodes.EX_DATADIR
+    err = capsys.readouterr().err
+    assert "is full" in err and "free space" in err, err
+    assert _files(store) == before
+
+
+def test_reading_commands_on_a_real_full_disk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same on a file system filled to its last byte: the databases, closed (no -wal,
+    # no -shm), are read without the -shm file a read-only open would have to create.
+    data = tmp_path / "data"
+    mount_tmpfs(data, "8m")
+    try:
+        store = filled_store(tmp_path, monkeypatch)
+        filler = fill_disk(data)
+        for argv in (["conversations", "list"], ["search", "sourdough"]):
+            status, text = store.run(*argv, capsys=capsys)
+            assert status == 0 and store.ids["telegram"] in text, argv
+        assert not list(data.rglob("*-shm")) and not (data / ".write-test").exists()
+        assert cli.main(["--config", str(store.config_path), "reindex"]) == exitcodes.EX_DATADIR
+        assert "is full" in capsys.readouterr().err
+        filler.unlink()
+    finally:
+        subprocess.run(["umount", "-l", str(data)], capture_output=True)
+
+
+def test_a_reading_command_on_a_full_disk_says_when_the_index_must_be_written(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A turn the index has not got (written while the daemon was stopped short): it must
+    # be caught up, a write, before anything is read; exit 73, saying so.
+    path = store.config.conversations_dir / f"{store.ids['telegram']}.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    last = json.loads(next(x for x in reversed(lines) if json.loads(x).get("type") == "turn"))
+    extra = {**last, "turnNumber": last["turnNumber"] + 1, "content": "feed it at noon"}
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(extra) + "\n")
+    _disk_full_at_the_probe(monkeypatch)
+    before = _files(store)
+    for argv in (["conversations", "list"], ["search", "sourdough"]):
+        status = cli.main(["--config", str(store.config_path), *argv])
+        err = capsys.readouterr().err
+        assert status == exitcodes.EX_DATADIR, argv
+        assert "is full, and the index must be written before it can be read" in err, err
+        assert "free space" in err
+    assert _files(store) == before
+    # with room again, it is caught up and read
+    monkeypatch.undo()
+    status, text = store.run("search", "noon", capsys=capsys)
+    assert status == 0 and store.ids["telegram"] in text
 
 
 @pytest.mark.parametrize("damage", ["newer", "garbage", "empty"])

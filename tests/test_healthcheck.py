@@ -571,7 +571,7 @@ def test_a_full_disk_leaves_no_empty_files_in_the_data_directory(tmp_path: Path)
         check_data_dir(config)  # its directories made while there is room
         before = sorted(p.name for p in config.data_dir.iterdir())
         filler = fill_disk(config.data_dir)
-        with pytest.raises(DataDirError, match="not usable"):
+        with pytest.raises(DataDirError, match="is full"):  # (DataDirFull, session 42)
             check_data_dir(config)
         Notifier(env={}, status_path=config.data_dir / STATUS_FILE_NAME).ready("ready")
         after = sorted(p.name for p in config.data_dir.iterdir() if p != filler)

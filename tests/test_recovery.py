@@ -369,7 +369,7 @@ async def test_failed_recovery_closes_the_databases(
     process (``my-agent reindex``, the daemon) hung instead of exiting."""
     config = make_config(tmp_path)
 
-    def broken(*args: Any) -> Any:
+    def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("simulated recovery failure")
 
     monkeypatch.setattr("bot.services.recover", broken)
