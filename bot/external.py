@@ -77,6 +77,7 @@ class ExternalStore(PartyFiles):
         addressed: bool = True,
         album: str | None = None,
         attachments: Sequence[Mapping[str, Any]] = (),
+        sent_at: str | None = None,
     ) -> tuple[PartyRecord, bool]:
         """Durably record a third party's message. Returns (party, is_duplicate).
 
@@ -88,7 +89,8 @@ class ExternalStore(PartyFiles):
         (:meth:`reply_thread`);
         ``addressed`` (False: a bounce, an out-of-office reply) and ``album`` (the media
         group it is a photo of): whether it expects an answer, kept for a restart that
-        owes one (:mod:`bot.party_resume`)."""
+        owes one (:mod:`bot.party_resume`); ``sent_at``: when it was written, as the
+        channel says (:data:`bot.events.SENT_AT`), kept beside when it came."""
         party_id = party_handle(channel, party_key)
         handles = sorted({normalise_identity(channel, a) for a in aliases if a.strip()})
         await self._apply_owed(party_id)
@@ -118,6 +120,7 @@ class ExternalStore(PartyFiles):
             album=album,
             handles=handles,
             attachments=attachments,
+            sent_at=sent_at,
         )
         await self._record(party_id, lines)
         party = await self.get(party_id)

@@ -30,9 +30,9 @@ from bot.brain.offline import OFFLINE_LABEL
 from bot.events import InboundMessage
 from bot.parties import PartyRecord
 from bot.party_budget import KnownBudget
+from bot.party_context import answer_request
 from bot.party_edits import message_keys
 from bot.party_escalations import PartyEscalations, attachments_of
-from bot.party_limits import for_model
 from bot.party_sends import PartySends
 from bot.replies import ReplyTarget
 
@@ -226,28 +226,9 @@ class KnownAnswers(PartySends, PartyEscalations):
     async def _answer_known_now(
         self, party: PartyRecord, said: list[InboundMessage], target: ReplyTarget
     ) -> None:
-        from bot.brain.base import BrainRequest, HistoryTurn
-
         msg = said[-1]
-        refs = {m.message_id for m in said}
-        history = [
-            h
-            for h in await self.s.external.history(party, through=msg.message_id)
-            if not (h["direction"] == "in" and h["ref"] in refs)
-        ]
-        request = BrainRequest(
-            profile="restricted",
-            channel=msg.channel,
-            text="\n".join(for_model(self.s, m.text) for m in said),
-            model_alias=party.model or self.s.config.models.default,
-            party_name=msg.sender_name or party.party_key,
-            scope=self.s.config.trust.known_scope,
-            readers=tuple(str(r) for r in msg.metadata.get("readers") or ()),
-            history=tuple(
-                HistoryTurn("user" if h["direction"] == "in" else "assistant", h["content"])
-                for h in history
-            ),
-        )
+        # their exchange and words, a message that came late labelled so (session 42)
+        request = await answer_request(self.s, party, said)
         reply = await self.s.replies.generation.generate(
             party.id, 0, request, target, f"{msg.channel}:{msg.message_id}"
         )

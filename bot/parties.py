@@ -21,7 +21,7 @@ from typing import Any
 from bot.brain.cost import stored_input
 from bot.config import AppConfig
 from bot.db import SyncConn
-from bot.events import iso, utcnow
+from bot.events import SENT_AT, iso, utcnow
 from bot.graphemes import cut
 from bot.party_edits import EDIT_MARK
 from bot.transcript_lines import Line
@@ -261,7 +261,7 @@ def _apply_line(
     elif kind == "message":
         cur = conn.execute(
             "INSERT INTO external_messages (party_id, direction, content, timestamp,"
-            " message_ref, kind) VALUES (?,?,?,?,?,?)",
+            " message_ref, kind, sent_at) VALUES (?,?,?,?,?,?,?)",
             (
                 party_id,
                 line.get("direction", "in"),
@@ -275,6 +275,9 @@ def _apply_line(
                 # the model's answer to a known party (its line names what it
                 # answers): counted apart, for trust.known_replies_per_hour
                 "answer" if line.get("answers") else line.get("kind", "message"),
+                # when it was written, as the channel said (a line written before
+                # session 42 has none: bot/schema_party_messages.py)
+                _sent_at(line),
             ),
         )
         del cur
@@ -339,3 +342,9 @@ def _apply_line(
                 "UPDATE external_parties SET context_reset_at = ? WHERE id = ?",
                 (row[0], party_id),
             )
+
+
+def _sent_at(line: Line) -> str | None:
+    """When a message line says it was written (its ``sentAt``), if it says so."""
+    sent = line.get(SENT_AT)
+    return sent if isinstance(sent, str) and sent else None

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from bot.events import InboundMessage, placement
+from bot.events import SENT_AT, InboundMessage, placement
 from bot.graphemes import isolate
 from bot.parties import PartyRecord
 from bot.party_tiers import tier_change
@@ -137,6 +137,13 @@ def _listed(addresses: Sequence[str], most: int = 3) -> str:
     return shown + (f" and {len(addresses) - most} more" if len(addresses) > most else "")
 
 
+def sent_at_of(msg: InboundMessage) -> str | None:
+    """When ``msg`` was written, as its channel says (:data:`bot.events.SENT_AT`: an
+    ISO time), if it says so."""
+    sent = msg.metadata.get(SENT_AT)
+    return sent if isinstance(sent, str) and sent else None
+
+
 def thread_fields(msg: InboundMessage) -> dict[str, Any]:
     """What an answer to ``msg`` threads under, as its line in the party's file keeps
     it: its reference (``replyRef``, an e-mail's Message-ID), ``subject``, the references
@@ -226,10 +233,12 @@ def inbound_lines(
     album: str | None,
     handles: Sequence[str],
     attachments: Sequence[Mapping[str, Any]] = (),
+    sent_at: str | None = None,
 ) -> list[Line]:
     """The lines of one message from the party (``existing``: their record, None for a
     first message; ``configured``: the tier ``trust.contacts`` gives them, if any;
-    ``now``: the lines' time, ISO 8601; ``thread``: its :func:`thread_fields`)."""
+    ``now``: the lines' time, ISO 8601, when it came; ``thread``: its
+    :func:`thread_fields`; ``sent_at``: when it was written, as the channel says)."""
     lines: list[Line] = []
     # the config changed since their last message (bot.party_tiers): written now
     changed = (
@@ -278,6 +287,11 @@ def inbound_lines(
             # what came besides the words (a photo's file id, a document's name): the
             # line kept only "[photo] …", and the file was out of reach (session 39)
             **({"attachments": [dict(a) for a in attachments]} if attachments else {}),
+            # when it was written (Telegram's date, a mail's Date), its ``timestamp``
+            # being when it came: one that came late is labelled so for the model
+            # (bot/party_context.py). Before session 42 the file kept no such time, and a
+            # contact's message delivered hours late was answered as if just said.
+            **({SENT_AT: sent_at} if sent_at else {}),
         }
     )
     return lines

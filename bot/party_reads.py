@@ -7,6 +7,7 @@ file. The base of :class:`bot.external.ExternalStore`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,18 @@ class PartyCosts:
             "tokensOut": self.tokens_out,
             "parties": self.parties,
         }
+
+
+def _history_row(row: Any) -> dict[str, Any]:
+    """A row of :meth:`PartyReads.history` from ``id, direction, content, message_ref,
+    timestamp, sent_at``."""
+    return {
+        "direction": row[1],
+        "content": row[2],
+        "ref": row[3],
+        "timestamp": row[4],
+        "sentAt": row[5],
+    }
 
 
 class PartyReads:
@@ -107,7 +120,8 @@ class PartyReads:
         self, party: PartyRecord, limit: int = 20, *, through: str | None = None
     ) -> list[dict[str, Any]]:
         """The party's own exchange since their last /new, for the restricted brain: its
-        newest ``limit`` rows, oldest first. Each row has its ``ref``.
+        newest ``limit`` rows, oldest first. Each row has its ``ref``, its ``timestamp``
+        (when it came) and its ``sentAt`` (when it was written, None when not known).
 
         ``through``: the ref of one of their messages: the exchange as of its arrival
         (what they sent after it, recorded while its answer waited its turn, is left
@@ -117,21 +131,22 @@ class PartyReads:
         lines answered one by one read, at the last, our eleven answers and only eight
         of their lines (none at all at the 40th of a hundred)."""
         kinds = "kind IN ('message', 'reply', 'answer')"
+        columns = "id, direction, content, message_ref, timestamp, sent_at"
         if through is None:
             rows = await self.db.fetchall(
-                "SELECT direction, content, message_ref FROM external_messages"
+                f"SELECT {columns} FROM external_messages"
                 f" WHERE party_id = ? AND id > ? AND {kinds} ORDER BY id DESC LIMIT ?",
                 (party.id, party.context_reset_at, limit),
             )
-            return [{"direction": r[0], "content": r[1], "ref": r[2]} for r in reversed(rows)]
+            return [_history_row(r) for r in reversed(rows)]
         arrived = "(SELECT max(id) FROM external_messages WHERE party_id = ? AND message_ref = ?)"
         # (a ref not found: everything, as if it were the newest; nothing after it)
         rows = await self.db.fetchall(
-            "SELECT id, direction, content, message_ref FROM (SELECT * FROM ("
-            "SELECT id, direction, content, message_ref FROM external_messages"
+            f"SELECT {columns} FROM (SELECT * FROM ("
+            f"SELECT {columns} FROM external_messages"
             f" WHERE party_id = ? AND id > ? AND {kinds} AND id <= coalesce({arrived}, id)"
             " ORDER BY id DESC LIMIT ?) UNION ALL SELECT * FROM ("
-            "SELECT id, direction, content, message_ref FROM external_messages"
+            f"SELECT {columns} FROM external_messages"
             f" WHERE party_id = ? AND id > ? AND {kinds} AND direction = 'out'"
             f" AND id > {arrived} ORDER BY id DESC LIMIT ?)) ORDER BY id",
             (
@@ -139,7 +154,22 @@ class PartyReads:
                 *(party.id, party.context_reset_at, party.id, through, limit),
             ),
         )
-        return [{"direction": r[1], "content": r[2], "ref": r[3]} for r in rows]
+        return [_history_row(r) for r in rows]
+
+    async def arrivals(
+        self, party_id: str, refs: Sequence[str]
+    ) -> dict[str, tuple[str, str | None]]:
+        """When the party's messages ``refs`` came and were written (None: not known),
+        by ref: the messages a known party's answer answers (bot/party_context.py)."""
+        if not refs:
+            return {}
+        marks = ",".join("?" * len(refs))
+        rows = await self.db.fetchall(
+            "SELECT message_ref, timestamp, sent_at FROM external_messages WHERE party_id = ?"
+            f" AND direction = 'in' AND message_ref IN ({marks}) ORDER BY id",
+            (party_id, *refs),
+        )
+        return {str(r[0]): (str(r[1]), r[2]) for r in rows}
 
     async def answer_costs(self) -> PartyCosts:
         """What the model's answers to all parties have cost (the sums of their files'

@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 from bot.db import SyncConn
+from bot.events import SENT_AT
 from bot.parties import PARTY_COLUMNS, party_from_row
 from bot.transcript_lines import Line
 from bot.transcript_rescue import REMOVED_DIR, free_copy_path, write_copy
@@ -70,11 +71,11 @@ def party_index_lines(conn: SyncConn, party_id: str) -> list[Line]:
     # own order when times tie
     timed: list[tuple[str, int, list[Line]]] = []
     messages = conn.execute(
-        "SELECT id, direction, content, timestamp, message_ref, kind FROM external_messages"
-        " WHERE party_id = ? ORDER BY id",
+        "SELECT id, direction, content, timestamp, message_ref, kind,"
+        f" {_column(conn, 'sent_at')} FROM external_messages WHERE party_id = ? ORDER BY id",
         (party_id,),
     )
-    for number, direction, content, ts, ref, kind in messages:
+    for number, direction, content, ts, ref, kind, sent_at in messages:
         line: Line = {
             "type": "message",
             "direction": direction,
@@ -82,6 +83,8 @@ def party_index_lines(conn: SyncConn, party_id: str) -> list[Line]:
             "messageRef": ref,
             "kind": kind,
             "timestamp": ts,
+            # when it was written (session 42): put back, a late one is still labelled
+            **({SENT_AT: sent_at} if sent_at else {}),
         }
         cut = CUT_MARK.search(content)
         if cut is not None:
@@ -104,6 +107,14 @@ def party_index_lines(conn: SyncConn, party_id: str) -> list[Line]:
         timed.append((created, 1, lines))
     timed.sort(key=lambda item: (item[0], item[1]))  # stable: each kind keeps its order
     return [meta, *(line for _, _, lines in timed for line in lines)]
+
+
+def _column(conn: SyncConn, name: str) -> str:
+    """``name``, a column of ``external_messages`` a later migration added, or NULL in an
+    index written before it: ``my-agent reindex`` reads the index it replaces as it is,
+    without migrating it (bot/recovery_reindex.py)."""
+    have = {str(row[1]) for row in conn.execute("PRAGMA table_info(external_messages)")}
+    return name if name in have else f"NULL AS {name}"
 
 
 def save_removed_party(

@@ -30,7 +30,7 @@ from bot.party_budget import KnownBudget
 from bot.party_edits import edit_notice_due, escalated, message_key, message_keys
 from bot.party_escalations import attachments_of
 from bot.party_limits import forged_known, kept
-from bot.party_lines import thread_fields
+from bot.party_lines import sent_at_of, thread_fields
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
 
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ class StrangerFlow(KnownAnswers):
             addressed=msg.addressed,
             album=album,
             attachments=[asdict(a) for a in msg.attachments],
+            sent_at=sent_at_of(msg),
         )
         if duplicate:
             return

@@ -265,13 +265,15 @@ def _as_written_before(path: Path) -> None:
             rows,
         )
         # nor the tables of the migrations after it (12: the titles' keyword index; 13:
-        # the failed notes' column; 15: the parties' costs; 16: the vectors' text hashes)
+        # the failed notes' column; 15: the parties' costs; 16: the vectors' text hashes; 17: when
+        # a party's message was written)
         conn.execute("DROP TABLE titles_fts")
         conn.execute("DROP TABLE titles")
         conn.execute("ALTER TABLE conversations DROP COLUMN abbreviation_failed")
         for column in ("tokens_in", "tokens_out", "cost_total"):
             conn.execute(f"ALTER TABLE external_parties DROP COLUMN {column}")
         conn.execute("ALTER TABLE turn_vectors DROP COLUMN text_hash")
+        conn.execute("ALTER TABLE external_messages DROP COLUMN sent_at")
         conn.execute(f"PRAGMA user_version = {BEFORE}")
         conn.commit()
     finally:

@@ -11,7 +11,9 @@ later.]``. Before session 40 nothing said so, and "remind me in 10 minutes to ca
 written at dawn and read at midnight, was answered as if just said.
 
 Built from the transcript alone (no clock): every reply shows the same label, as the
-prompt cache needs (bot/brain/prompt_cache.py).
+prompt cache needs (bot/brain/prompt_cache.py). A known contact's late message gets the
+same label (:func:`late_note`), in UTC, from their file's ``sentAt`` as the index keeps
+it (bot/party_context.py, session 42).
 """
 
 from __future__ import annotations
@@ -55,13 +57,21 @@ def late_label(line: Mapping[str, Any], zone: ZoneInfo) -> str | None:
     if line.get("role") != "user":
         return None
     meta = line.get("metadata")
-    written = _moment(meta.get(SENT_AT)) if isinstance(meta, Mapping) else None
-    arrived = _moment(line.get("timestamp"))
-    if written is None or arrived is None or arrived - written <= LATE_AFTER:
+    return late_note(
+        meta.get(SENT_AT) if isinstance(meta, Mapping) else None, line.get("timestamp"), zone
+    )
+
+
+def late_note(written: object, arrived: object, zone: ZoneInfo) -> str | None:
+    """The label of a message ``written`` (its ``sentAt``) more than :data:`LATE_AFTER`
+    before it ``arrived`` (its recorded ``timestamp``), both ISO 8601, else None. Also
+    a third party's message, from their file or the index (bot/party_context.py)."""
+    sent, came = _moment(written), _moment(arrived)
+    if sent is None or came is None or came - sent <= LATE_AFTER:
         return None
     try:
-        local = written.astimezone(zone)
+        local = sent.astimezone(zone)
     except (OverflowError, ValueError):  # a Date at the calendar's edge
         return None
     when = f"{local:%A} {local.day} {local:%B %Y, %H:%M} ({zone.key})"
-    return f"[Written {when}; it reached you {delay_text(arrived - written)} later.]"
+    return f"[Written {when}; it reached you {delay_text(came - sent)} later.]"
