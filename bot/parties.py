@@ -261,7 +261,7 @@ def _apply_line(
     elif kind == "message":
         cur = conn.execute(
             "INSERT INTO external_messages (party_id, direction, content, timestamp,"
-            " message_ref, kind, sent_at) VALUES (?,?,?,?,?,?,?)",
+            " message_ref, kind, sent_at, answers) VALUES (?,?,?,?,?,?,?,?)",
             (
                 party_id,
                 line.get("direction", "in"),
@@ -278,6 +278,9 @@ def _apply_line(
                 # when it was written, as the channel said (a line written before
                 # session 42 has none: bot/schema_party_messages.py)
                 _sent_at(line),
+                # the message of theirs it answers, kept for a record rebuilt from the
+                # index (bot/party_rescue.py, session 42)
+                str(line["answers"]) if line.get("answers") else None,
             ),
         )
         del cur

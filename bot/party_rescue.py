@@ -72,10 +72,11 @@ def party_index_lines(conn: SyncConn, party_id: str) -> list[Line]:
     timed: list[tuple[str, int, list[Line]]] = []
     messages = conn.execute(
         "SELECT id, direction, content, timestamp, message_ref, kind,"
-        f" {_column(conn, 'sent_at')} FROM external_messages WHERE party_id = ? ORDER BY id",
+        f" {_column(conn, 'sent_at')}, {_column(conn, 'answers')} FROM external_messages"
+        " WHERE party_id = ? ORDER BY id",
         (party_id,),
     )
-    for number, direction, content, ts, ref, kind, sent_at in messages:
+    for number, direction, content, ts, ref, kind, sent_at, answers in messages:
         line: Line = {
             "type": "message",
             "direction": direction,
@@ -91,7 +92,7 @@ def party_index_lines(conn: SyncConn, party_id: str) -> list[Line]:
             line["content"], line["cutChars"] = content[: cut.start()], int(cut.group(1))
         if handles and direction == "in":
             line["handles"], handles = handles, []
-        lines = [line]
+        lines = [line, *_answered(line, answers)]
         if number == party.context_reset_at:  # the owner's /new for this party came here
             lines.append({"type": "event", "event": "reset", "timestamp": ts})
         timed.append((ts, 0, lines))
@@ -107,6 +108,25 @@ def party_index_lines(conn: SyncConn, party_id: str) -> list[Line]:
         timed.append((created, 1, lines))
     timed.sort(key=lambda item: (item[0], item[1]))  # stable: each kind keeps its order
     return [meta, *(line for _, _, lines in timed for line in lines)]
+
+
+def _answered(line: Line, answers: str | None) -> list[Line]:
+    """Gives the model's answer ``line`` back the message of theirs it ``answers`` (a
+    restart reads it to know that message answered: bot.party_resume) and returns the
+    lines to follow it: for an answer withdrawn unsent, its ``withdrawn`` event (the line
+    is then of kind ``answer``, as it was before the event, which makes the row
+    ``withdrawn`` again). Before session 42 the copy had neither: put back, a start
+    with no outbox row for the answer answered the message again, and a withdrawn
+    answer read as a message of kind ``withdrawn`` that named nothing. None from an
+    index written before migration 18: the line stays as the index has it."""
+    if not answers:
+        return []
+    line["answers"] = answers
+    if line["kind"] != "withdrawn":
+        return []
+    line["kind"] = "answer"
+    at = line["timestamp"]
+    return [{"type": "event", "event": "withdrawn", "answers": answers, "at": at, "timestamp": at}]
 
 
 def _column(conn: SyncConn, name: str) -> str:

@@ -244,7 +244,7 @@ def _index_migrations() -> list[Migration]:
     from bot.schema_notes import index_v10
     from bot.schema_notices import index_v11
     from bot.schema_party_costs import index_v15
-    from bot.schema_party_messages import index_v17
+    from bot.schema_party_messages import index_v17, index_v18
     from bot.schema_recall import RECALL_MIGRATIONS
     from bot.schema_repair import index_v14
     from bot.schema_titles import index_v12
@@ -267,6 +267,7 @@ def _index_migrations() -> list[Migration]:
         index_v15,
         index_v16,
         index_v17,
+        index_v18,
     ]
 
 

@@ -20,7 +20,7 @@ from tests.conftest import (
     shutdown_services,
     telegram_config,
 )
-from tests.support import ScriptedBrain, inbound
+from tests.support import ScriptedBrain, inbound, wait_until
 
 STRANGER = "555"
 LONG = "the invoice, line by line: " + "x" * (INDEX_MESSAGE_CHARS + 100)
@@ -154,3 +154,49 @@ async def test_a_party_deleted_twice_keeps_both_copies(tmp_path: Path) -> None:
     for copy, text in zip(copies, ("the first record", "the second record"), strict=True):
         said = parse_lines(copy.read_bytes(), copy.name)
         assert [m["content"] for m in said if m.get("direction") == "in"] == [text]
+
+
+async def test_a_copy_keeps_what_the_models_answers_answer_and_their_withdrawal(
+    tmp_path: Path,
+) -> None:
+    # Regression (session 42): the copy wrote the model's answers without `answers` (the
+    # message of theirs each answers, which a restart reads) and a withdrawn one as a
+    # line of kind "withdrawn" with no `withdrawn` event naming it.
+    kim = "7001"
+    config = telegram_config(tmp_path, trust={"contacts": {"telegram": {kim: "known"}}})
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        telegram = RecordingChannel("telegram")
+        await attach_channel(services, telegram)
+        await services.router.deliver(inbound("hello", sender=kim, message_id="k0"))
+        await settle(services)
+        telegram.unreachable = True  # the next answer waits in the outbox ...
+        await services.router.deliver(inbound("are you there?", sender=kim, message_id="k1"))
+        await wait_until(lambda: telegram.attempts >= 2, what="the answer's send tried")
+        party = await services.external.find(kim)
+        assert party is not None
+        await services.external.set_tier(party.id, "blocked")  # ... and is withdrawn
+        await settle(services)
+        rows = [{**r, "id": None} for r in await services.external.messages(party.id)]
+        assert [r["kind"] for r in rows] == ["message", "answer", "message", "withdrawn"]
+    finally:
+        await shutdown_services(services)
+    record = config.external_dir / f"{party.id}.jsonl"
+    record.unlink()  # deleted while stopped
+
+    services = await open_services(config, brain=ScriptedBrain())
+    copy = removed_party_path(config.external_dir, party.id)
+    await shutdown_services(services)
+    lines = parse_lines(copy.read_bytes(), copy.name)
+    answers = [x for x in lines if x.get("direction") == "out"]
+    assert [x.get("answers") for x in answers] == ["k0", "k1"]
+    (withdrawn,) = [x for x in lines if x.get("event") == "withdrawn"]
+    assert (withdrawn["answers"], withdrawn["at"]) == ("k1", answers[1]["timestamp"])
+
+    copy.rename(record)  # put back: the party as it was
+    services = await open_services(config, brain=ScriptedBrain())
+    try:
+        again = await services.external.messages(party.id)
+        assert [{**r, "id": None} for r in again] == rows
+    finally:
+        await shutdown_services(services)

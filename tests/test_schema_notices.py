@@ -266,7 +266,7 @@ def _as_written_before(path: Path) -> None:
         )
         # nor the tables of the migrations after it (12: the titles' keyword index; 13:
         # the failed notes' column; 15: the parties' costs; 16: the vectors' text hashes; 17: when
-        # a party's message was written)
+        # a party's message was written; 18: what an answer answers)
         conn.execute("DROP TABLE titles_fts")
         conn.execute("DROP TABLE titles")
         conn.execute("ALTER TABLE conversations DROP COLUMN abbreviation_failed")
@@ -274,6 +274,7 @@ def _as_written_before(path: Path) -> None:
             conn.execute(f"ALTER TABLE external_parties DROP COLUMN {column}")
         conn.execute("ALTER TABLE turn_vectors DROP COLUMN text_hash")
         conn.execute("ALTER TABLE external_messages DROP COLUMN sent_at")
+        conn.execute("ALTER TABLE external_messages DROP COLUMN answers")
         conn.execute(f"PRAGMA user_version = {BEFORE}")
         conn.commit()
     finally:
