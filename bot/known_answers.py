@@ -155,7 +155,7 @@ class KnownAnswers(PartySends, PartyEscalations):
         now = await self._still_known(party, said[-1])
         if now is None:
             return
-        async with self.budget.answer(now, said[-1].message_id) as allowed:
+        async with self.budget.answer(now, said[-1]) as allowed:
             if allowed:
                 await self._answer_known_now(now, said, target)
 

@@ -20,9 +20,10 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from bot.events import iso, utcnow
+from bot.events import InboundMessage, iso, utcnow
 from bot.owner_notices import notice_due
 from bot.parties import PartyRecord
+from bot.party_answers import answer_yourself, our_addresses
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -31,8 +32,7 @@ log = logging.getLogger("my_agent.router")
 
 PARTY_NOTICE = (
     "{who} has had {count} answers from me in the last hour (trust.known_replies_per_hour): "
-    "what they send now is recorded, not answered, until it is quieter. "
-    "/reply {id} <text> to answer yourself."
+    "what they send now is recorded, not answered, until it is quieter. {answer}"
 )
 TOTAL_NOTICE = (
     "Known contacts have had {count} answers from me in the last hour "
@@ -50,16 +50,16 @@ class KnownBudget:
         self._running = 0  # answers being made now, not yet in the index
 
     @asynccontextmanager
-    async def answer(self, party: PartyRecord, ref: str) -> AsyncIterator[bool]:
+    async def answer(self, party: PartyRecord, msg: InboundMessage) -> AsyncIterator[bool]:
         """Whether ``party`` may be answered now (within both budgets), held for as
-        long as the answer is made: concurrent answers to other parties count. ``ref``:
+        long as the answer is made: concurrent answers to other parties count. ``msg``:
         their message the answer would answer (the last, of several), recorded as
         refused when it may not."""
-        refused = await self._refused(party)
+        refused = await self._refused(party, msg)
         if refused is not None:
             # recorded first: a crash before the notice must not leave it owed
             reason, key, notice = refused
-            await self.s.external.record_refused(party.id, ref, reason)
+            await self.s.external.record_refused(party.id, msg.message_id, reason)
             await self._tell(key, notice)
         allowed = refused is None
         if allowed:
@@ -70,9 +70,13 @@ class KnownBudget:
             if allowed:
                 self._running -= 1
 
-    async def _refused(self, party: PartyRecord) -> tuple[str, str, str] | None:
+    async def _refused(
+        self, party: PartyRecord, msg: InboundMessage
+    ) -> tuple[str, str, str] | None:
         """None when ``party`` may be answered now, else the budget spent (its config
-        key) and the owner's notice (its key and text)."""
+        key) and the owner's notice (its key and text). The party's notice names
+        ``/replyall`` beside ``/reply`` when ``msg`` went to others too, as their
+        escalations do (before session 42 only ``/reply``)."""
         trust, ext = self.s.config.trust, self.s.external
         hour = iso(utcnow() - timedelta(hours=1))
         theirs = await ext.answers_since(hour, party.id)
@@ -80,7 +84,8 @@ class KnownBudget:
             log.warning(
                 "known party %s: %d answers in the last hour, not answered", party.id, theirs
             )
-            notice = PARTY_NOTICE.format(who=party.label, count=theirs, id=party.id)
+            answer = answer_yourself(party, msg, our_addresses(self.s.config))
+            notice = PARTY_NOTICE.format(who=party.label, count=theirs, answer=answer)
             return "known_replies_per_hour", party.id, notice
         total = await ext.answers_since(hour) + self._running
         if total >= trust.known_replies_per_hour_total:

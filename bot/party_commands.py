@@ -17,6 +17,7 @@ from bot.command_syntax import PASSED_ON, CommandResult
 from bot.events import InboundMessage
 from bot.index import ConversationRecord
 from bot.parties import PartyRecord
+from bot.party_answers import our_addresses
 from bot.party_lines import sent_to
 
 if TYPE_CHECKING:
@@ -219,5 +220,4 @@ class PartyCommands:
 
     def _ourselves(self) -> list[str]:
         """The assistant's own addresses, left out of a reply-all."""
-        address = self.s.config.channels.email.address
-        return [address] if address else []
+        return our_addresses(self.s.config)

@@ -74,10 +74,8 @@ def edit_notice_due(lines: Sequence[Mapping[str, Any]], now: datetime) -> bool:
     return True
 
 
-def edit_notice(sender: str, party_id: str, quoted: str) -> str:
+def edit_notice(sender: str, party_id: str, quoted: str, answer: str) -> str:
     """The owner's notice that ``sender`` changed an escalated message to ``quoted``
-    (their words, every line after ``> ``: :func:`bot.party_escalations.quoted_words`)."""
-    return (
-        f"{sender} changed their message (id {party_id}) to:\n{quoted}\n"
-        f"/reply {party_id} <text> to answer yourself."
-    )
+    (their words, every line after ``> ``: :func:`bot.party_escalations.quoted_words`),
+    ending in how to ``answer`` them (:func:`bot.party_answers.answer_yourself`)."""
+    return f"{sender} changed their message (id {party_id}) to:\n{quoted}\n{answer}"

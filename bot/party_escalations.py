@@ -24,8 +24,9 @@ from bot.graphemes import cut, isolate
 from bot.labels import escalated_parties, escalation_title, is_escalation_titled
 from bot.owner_notices import notice_due
 from bot.parties import NO_VISIBLE_TEXT, PartyRecord, shown_name, shows_nothing, visible
+from bot.party_answers import answer_yourself, our_addresses, reply_actions
 from bot.party_edits import edit_notice, edited_words, message_key
-from bot.party_lines import answered_elsewhere, everyone_else
+from bot.party_lines import answered_elsewhere
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -124,40 +125,29 @@ class PartyEscalations:
             f"{quoted}{goes}{files_said}\n"
             + (f"/trust {party.id} to let me answer them, " if trust else "")
             + f"/block {party.id} to ignore them, "
-            + self._answer_yourself(party, said)
+            # /replyall beside /reply for a mail that went to others too (session 41)
+            + answer_yourself(party, said, our_addresses(self.s.config))
         )
         quotes = list(refs) if refs is not None else [message_key(said)]
         await self.s.external.add_escalation(party, body, refs=quotes)
         actions = (
             *((("Trust", f"/trust {party.id}"),) if trust else ()),
             ("Block", f"/block {party.id}"),
-            ("Reply", f"/reply {party.id}"),
+            # and a Reply all button beside Reply (session 42)
+            *reply_actions(party, said, our_addresses(self.s.config)),
         )
         await self._tell_owner(party, body, actions, files)
-
-    def _answer_yourself(self, party: PartyRecord, said: InboundMessage) -> str:
-        """The escalation's last words: how the owner answers ``party`` by hand. A mail
-        that went to others too (To/Cc besides us) names ``/replyall`` beside ``/reply``
-        (which goes to the party alone); until session 41 it named ``/reply`` only, and
-        the owner could not know they had a way to answer everyone. Not when we were
-        only blind-copied: ``/replyall`` then answers the party alone too."""
-        address = self.s.config.channels.email.address
-        others, openly = everyone_else(party, said, [address] if address else [])
-        if not (others and openly):
-            return f"/reply {party.id} <text> to answer yourself."
-        return (
-            f"/reply {party.id} <text> to answer yourself (them alone), "
-            f"/replyall {party.id} <text> to answer them and everyone else their message "
-            f"went to ({_listed(others)})."
-        )
 
     async def notice_edit(self, party: PartyRecord, msg: InboundMessage) -> None:
         """Tell the owner that ``party`` edited a message of theirs escalated before
         (``msg``, the edit; :mod:`bot.party_edits`), as an escalation goes: recorded,
-        then sent within the hourly budget of all parties'."""
-        body = edit_notice(_sender(party), party.id, quoted_words(edited_words(msg)))
+        then sent within the hourly budget of all parties'. It names ``/replyall`` (and
+        has its button) as the escalation does: before session 42 only ``/reply``."""
+        ourselves = our_addresses(self.s.config)
+        answer = answer_yourself(party, msg, ourselves)
+        body = edit_notice(_sender(party), party.id, quoted_words(edited_words(msg)), answer)
         await self.s.external.add_escalation(party, body, refs=[message_key(msg)], edit=True)
-        await self._tell_owner(party, body, (("Reply", f"/reply {party.id}"),), [])
+        await self._tell_owner(party, body, reply_actions(party, msg, ourselves), [])
 
     async def _tell_owner(
         self,

@@ -110,7 +110,7 @@ def sent_to(
     if others:
         # Before session 40, with reply_all, these got the owner's words too, while the
         # owner was told of the party alone.
-        answer += f" alone, not to {_listed(others)}, to whom their message also went"
+        answer += f" alone, not to {listed(others)}, to whom their message also went"
     return answer
 
 
@@ -120,18 +120,18 @@ def _to_all_said(
     """What :func:`sent_to` adds for a reply-all: whom else it went to, or why not."""
     others, openly = everyone_else(party, answering, ourselves)
     if others and openly:
-        return f" and to everyone else their message went to: {_listed(others, 10)}"
+        return f" and to everyone else their message went to: {listed(others, 10)}"
     if others:
         # the channel answers them alone (bot.events.TO_ALL): as a mail client would,
         # the reply-all would have told the others that the owner had the mail
         return (
-            f" alone, not to {_listed(others)}: I was only blind-copied on their message, "
+            f" alone, not to {listed(others)}: I was only blind-copied on their message, "
             "and a reply to all would show them that you had it"
         )
     return ": their message went to no one else" if party.channel == "email" else ""
 
 
-def _listed(addresses: Sequence[str], most: int = 3) -> str:
+def listed(addresses: Sequence[str], most: int = 3) -> str:
     """Addresses as the owner is told them: the first ``most``, and how many more."""
     shown = ", ".join(isolate(a) for a in addresses[:most])
     return shown + (f" and {len(addresses) - most} more" if len(addresses) > most else "")

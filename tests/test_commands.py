@@ -769,6 +769,45 @@ async def test_the_escalation_of_a_mail_to_others_too_names_replyall(core: Core)
         assert "/replyall" not in escalation["text"]
 
 
+async def test_the_owners_notices_about_a_mail_to_others_too_name_replyall(core: Core) -> None:
+    # Regression (session 42): since session 41 an escalation named /replyall for a mail
+    # that went to others too, but the notice of its edit and the hourly budget's named
+    # /reply only, and Telegram's buttons had Reply and no Reply all.
+    core.s.config.channels.email.address = "assistant@bot.example"
+    mail = {"to": ["assistant@bot.example"], "cc": ["Dan@Press.example"]}
+    eve_said = {
+        "channel": "email",
+        "sender": "eve@stranger.example",
+        "chat": "eve@stranger.example",
+    }
+    await core.say("Is Robin free on Monday?", message_id="e1", metadata=mail, **eve_said)
+    eve = await core.s.external.find("eve@stranger.example")
+    assert eve is not None
+    to_all = (
+        "/replyall {id} <text> to answer them and everyone else their message went to "
+        "(dan@press.example)."
+    )
+    reply_all = ("Reply", f"/reply {eve.id}"), ("Reply all", f"/replyall {eve.id}")
+    (escalation,) = [m for m in core.telegram.sent if m.kind == "escalation"]
+    assert escalation.text.endswith(to_all.format(id=eve.id))
+    assert escalation.actions[-2:] == reply_all
+    # her edit of the message escalated: the owner's notice
+    edit = {**mail, "edited": True, "original_message_id": "e1", "new_text": "on Tuesday?"}
+    await core.say("[edited] on Tuesday?", message_id="e1:edit", metadata=edit, **eve_said)
+    (notice,) = [m for m in core.telegram.sent if m.kind == "escalation"][1:]
+    assert "changed their message" in notice.text
+    assert notice.text.endswith(to_all.format(id=eve.id)) and notice.actions == reply_all
+    # a known contact's hourly budget spent: the owner's notice
+    core.s.config.trust.contacts = {"email": {"kim@x.example": "known"}}
+    core.s.config.trust.known_replies_per_hour = 0
+    kim_said = {"channel": "email", "sender": "kim@x.example", "chat": "kim@x.example"}
+    await core.say("Lunch on Friday?", metadata=mail, **kim_said)
+    kim = await core.s.external.find("kim@x.example")
+    assert kim is not None and kim.tier == "known"
+    (spent,) = [m.text for m in core.telegram.sent if "known_replies_per_hour" in m.text]
+    assert spent.endswith(to_all.format(id=kim.id))
+
+
 async def test_block_silences_a_party(core: Core) -> None:
     party = await _stranger(core)
     assert "blocked" in await core.say(f"/block {party.id}")

@@ -1,11 +1,11 @@
 """A button press (``callback_query``): acknowledged, then its command handed to the core.
 
-A bare "reply to this party" button asks for the message first (a prompt the owner
-answers), so it reaches the core only once the owner has written it. The prompt goes
-out in the background (:class:`ReplyPrompts`): before session 27 it was sent while the
-press was handled, and a flood wait longer than the sender waits out failed the press
-five times in a second (each a request more during the ban, each press acknowledged
-again), then dropped it: the owner pressed Reply and never got the prompt.
+A bare "reply to this party" button (Reply, or Reply all) asks for the message first
+(a prompt the owner answers), so it reaches the core only once the owner has written
+it. The prompt goes out in the background (:class:`ReplyPrompts`): before session 27 it
+was sent while the press was handled, and a flood wait longer than the sender waits out
+failed the press five times in a second (each a request more during the ban, each press
+acknowledged again), then dropped it: the owner pressed Reply and never got the prompt.
 """
 
 from __future__ import annotations
@@ -80,9 +80,10 @@ async def callback_message(
         log.info("ignoring callback %r from %s", data, query.from_user.id)
         return None
     chat_id = chat.id if chat is not None else query.from_user.id
-    target = bare_reply_target(data)
-    if target is not None:
-        text, markup = reply_prompt(target)
+    bare = bare_reply_target(data)
+    if bare is not None:  # Reply, or Reply all (session 42): the words are asked for
+        command, target = bare
+        text, markup = reply_prompt(target, command=command)
         # under the escalation: the prompt names the party by id, the quote says who
         prompts.send(chat_id, text, markup, getattr(message, "message_id", None))
         return None

@@ -8,7 +8,9 @@ so a press can be delivered to the core exactly like the owner typing it. Telegr
 The Reply button cannot carry the reply text, so pressing it sends a ForceReply prompt;
 the prompt's own text names the command (``/reply p1a2b3``) and the owner's answer to
 that prompt becomes ``/reply p1a2b3 <text>``. Keeping the state in the prompt itself
-makes it survive a restart without any table.
+makes it survive a restart without any table. The Reply all button (``/replyall``, a
+notice about a mail that went to others too: bot/party_answers.py, session 42) works
+the same way, its prompt naming ``/replyall p1a2b3``.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ CALLBACK_DATA_LIMIT = 64
 BUTTONS_PER_ROW = 3
 
 REPLY_PROMPT_PREFIX = "✍️ Write your reply to"
-_REPLY_PROMPT = re.compile(r"^✍️ Write your reply to \S.* \((/reply \S+)\)")
-_BARE_REPLY = re.compile(r"^/reply(?:@\w+)?\s+(\S+)\s*$")
+_REPLY_PROMPT = re.compile(r"^✍️ Write your reply to \S.* \((/(?:reply|replyall) \S+)\)")
+_BARE_REPLY = re.compile(r"^/(reply|replyall)(?:@\w+)?\s+(\S+)\s*$")
+# What a Reply all prompt says besides the party: whom else the words go to
+_TO_ALL = "and everyone else their message went to"
 
 
 def split_actions(
@@ -54,21 +58,29 @@ def actions_as_text(actions: Sequence[tuple[str, str]]) -> str:
     return "\n".join(f"• {label}: `{command}`" for label, command in actions)
 
 
-def bare_reply_target(command: str) -> str | None:
-    """``"/reply p1a2b3"`` (no text yet) -> ``"p1a2b3"``; anything else -> None."""
+def bare_reply_target(command: str) -> tuple[str, str] | None:
+    """``"/reply p1a2b3"`` (no text yet) -> ``("reply", "p1a2b3")``, ``"/replyall
+    p1a2b3"`` -> ``("replyall", "p1a2b3")``; anything else -> None."""
     m = _BARE_REPLY.match(command.strip())
-    return m.group(1) if m else None
+    return (m.group(1), m.group(2)) if m else None
 
 
-def reply_prompt(target: str, party_label: str | None = None) -> tuple[str, ForceReply]:
-    """The prompt text and markup asking the owner for the text of ``/reply target``."""
+def reply_prompt(
+    target: str, party_label: str | None = None, command: str = "reply"
+) -> tuple[str, ForceReply]:
+    """The prompt text and markup asking the owner for the text of ``/reply target``
+    (``command``: or of ``/replyall target``, which says whom else it goes to)."""
     who = party_label or target
-    text = f"{REPLY_PROMPT_PREFIX} {who} (/reply {target}) as an answer to this message."
-    return text, ForceReply(force_reply=True, input_field_placeholder="Your reply")
+    if command == "replyall":
+        who = f"{who} {_TO_ALL}"
+    text = f"{REPLY_PROMPT_PREFIX} {who} (/{command} {target}) as an answer to this message."
+    hint = "Your reply to all" if command == "replyall" else "Your reply"
+    return text, ForceReply(force_reply=True, input_field_placeholder=hint)
 
 
 def command_from_prompt(prompt_text: str | None) -> str | None:
-    """The ``/reply <id>`` a ForceReply prompt stands for, when ``prompt_text`` is one."""
+    """The ``/reply <id>`` (or ``/replyall <id>``) a ForceReply prompt stands for, when
+    ``prompt_text`` is one."""
     if not prompt_text:
         return None
     m = _REPLY_PROMPT.match(prompt_text)

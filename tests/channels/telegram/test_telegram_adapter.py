@@ -579,6 +579,37 @@ async def test_buttons_are_answered_and_delivered_as_commands(
     assert host.delivered[1].text == "/reply p1a2b3 Sure, Tuesday works."
 
 
+async def test_the_reply_all_button_asks_for_the_words_as_reply_does(
+    tg_server: FakeTelegramServer, channel: TelegramChannel, host: RecordingHost
+) -> None:
+    # Regression (session 42): an escalation of a mail that went to others too named
+    # /replyall (session 41), but its buttons had Reply only.
+    await channel.send(
+        OutboundMessage(
+            "telegram", str(OWNER_ID), "Message from Eve (email) ...", kind="escalation",
+            actions=(("Block", "/block p1a2b3"), ("Reply", "/reply p1a2b3"),
+                     ("Reply all", "/replyall p1a2b3")),
+        )
+    )  # fmt: skip
+    escalation = tg_server.sent[-1]
+    buttons = escalation["reply_markup"]["inline_keyboard"][0]
+    assert [(b["text"], b["callback_data"]) for b in buttons][-1] == (
+        "Reply all",
+        "/replyall p1a2b3",
+    )
+    tg_server.inject_callback(OWNER_ID, "/replyall p1a2b3", escalation)
+    await tg_server.wait_sent(OWNER_ID, 2)
+    prompt = tg_server.sent[-1]
+    assert prompt["reply_markup"]["force_reply"] is True
+    assert prompt["text"].startswith(
+        "✍️ Write your reply to p1a2b3 and everyone else their message went to (/replyall p1a2b3)"
+    )
+    assert host.delivered == []  # nothing reaches the core before the words
+    tg_server.inject_message(OWNER_ID, "Monday it is.", reply_to=prompt)
+    await host.wait_delivered(1)
+    assert host.delivered[0].text == "/replyall p1a2b3 Monday it is."
+
+
 async def test_an_escalation_quotes_the_stranger_literally(
     tg_server: FakeTelegramServer, channel: TelegramChannel
 ) -> None:
