@@ -109,10 +109,12 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
         recall = recallable(line)
         # what turns_fts indexes, when not the content: with a mail the owner forwarded
         # (kept apart from their words, bot/forwards.py), found by its words too
-        derived = searchable_with(content, forwarded_text(line))
+        forwarded = forwarded_text(line)
+        derived = searchable_with(content, forwarded)
         cur = conn.execute(
             "INSERT INTO turns (conversation_id, turn_number, role, content, timestamp, channel,"
-            " sender, awaits_reply, recall, fts_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " sender, awaits_reply, recall, fts_text, forwarded)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rec.id,
                 number,
@@ -124,6 +126,8 @@ def apply_line(conn: SyncConn, rec: ConversationRecord, line: Mapping[str, Any])
                 0 if line.get("awaitReply") is False else 1,
                 int(recall),
                 derived,
+                # and what its window embeds with it (bot/vectors.py, session 42)
+                forwarded,
             ),
         )
         if recall:  # a readout stays out of the keyword index (bot.transcript.recallable)

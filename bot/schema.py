@@ -240,6 +240,7 @@ def _index_v9(conn: SyncConn) -> None:
 
 def _index_migrations() -> list[Migration]:
     from bot.schema_failures import index_v13
+    from bot.schema_forwards import index_v19
     from bot.schema_fts import index_v8
     from bot.schema_notes import index_v10
     from bot.schema_notices import index_v11
@@ -268,6 +269,7 @@ def _index_migrations() -> list[Migration]:
         index_v16,
         index_v17,
         index_v18,
+        index_v19,
     ]
 
 

@@ -222,11 +222,12 @@ def prune(conn: SyncConn) -> list[int]:
 
 
 def read_windows(conn: SyncConn, conversation_id: str) -> tuple[list[Any], dict[int, int]]:
-    """A conversation's recallable turns ``(id, content)`` in order, and the
+    """A conversation's recallable turns ``(id, content, forwarded)`` in order (the mail
+    an owner's turn keeps apart from its content, bot/forwards.py, or None), and the
     ``window_last`` each stored window saw (turn id -> last turn id)."""
     # A user turn and its reply share a turn number: order by id within it.
     turns = conn.execute(
-        "SELECT id, content FROM turns WHERE conversation_id = ? AND recall = 1 "
+        "SELECT id, content, forwarded FROM turns WHERE conversation_id = ? AND recall = 1 "
         "ORDER BY turn_number, id",
         (conversation_id,),
     ).fetchall()

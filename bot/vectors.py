@@ -5,7 +5,9 @@ What is embedded:
 - one vector per conversation abbreviation (``abbreviations_vec``, seed 000);
 - one vector per turn *window*: the turn with up to ``embedding.turn_window`` neighbours on
   each side (``turns_vec``, rowid = ``turns.id``), capped at :data:`WINDOW_CHARS`
-  characters with the centre turn always first so truncation never drops it.
+  characters with the centre turn always first so truncation never drops it. A mail the
+  owner forwarded (``turns.forwarded``, bot/forwards.py) is part of its turn's text there,
+  after the owner's words under its label (:func:`bot.forwards.window_part`).
 
 A window is final once the conversation holds the turns after it; until then it is
 re-embedded when those turns arrive (``turn_vectors.window_last`` records what it saw).
@@ -36,6 +38,7 @@ import numpy as np
 from bot.config.model import AppConfig
 from bot.db import Database
 from bot.embedding import EmbeddingService, EmbeddingUnavailable
+from bot.forwards import window_part
 from bot.search.soft import content_words
 from bot.term_vectors import TermCache, index_terms
 from bot.vector_codec import sign_bits
@@ -261,9 +264,11 @@ class VectorIndex(VectorRebuild, VectorSearch):
         turns, done = await self.db.run(lambda c: read_windows(c, conversation_id), write=False)
         if not turns:
             return 0
-        texts = [str(t[1]) for t in turns]
+        # a mail the owner forwarded is in its turn's window, labelled after their words
+        # (before session 42 search by meaning never saw it: keyword search alone did)
+        texts = [window_part(str(t[1]), t[2], WINDOW_CHARS) for t in turns]
         todo: list[tuple[int, int, str]] = []  # (turn id, id of the window's last turn, text)
-        for i, (turn_id, _) in enumerate(turns):
+        for i, (turn_id, *_) in enumerate(turns):
             # window_last records the last turn the window saw: a new neighbour changes it
             window_last = int(turns[min(i + radius, len(turns) - 1)][0])
             if done.get(int(turn_id)) == window_last:
@@ -282,7 +287,7 @@ class VectorIndex(VectorRebuild, VectorSearch):
         if self.build_terms:
             changed = {t[0] for t in todo}
             words: set[str] = set()
-            for turn_id, content in turns:
+            for turn_id, content, _ in turns:
                 if int(turn_id) in changed:
                     words |= content_words(str(content))
             await index_terms(self.db, self.embedder, words)

@@ -186,9 +186,11 @@ async def test_windows_holding_a_notice_are_embedded_again_without_it(
         "count me in for the lake trip",
     ]
     ids = await _group_and_chat(db, [("user", text) for text in texts])
-    # the vectors as that version wrote them: no text_hash yet (migration 16), the column
-    # lent for this code's writes and dropped again before the upgrade
+    # the vectors as that version wrote them: no text_hash yet (migration 16) nor
+    # turns.forwarded (19), the columns lent for this code's writes and reads and dropped
+    # again before the upgrade
     await db.execute("ALTER TABLE turn_vectors ADD COLUMN text_hash TEXT")
+    await db.execute("ALTER TABLE turns ADD COLUMN forwarded TEXT")
     old = VectorIndex(config, db, embedder)
     assert await old.open()
     assert await old.index_turns("conv-group") == len(texts)
@@ -197,6 +199,7 @@ async def test_windows_holding_a_notice_are_embedded_again_without_it(
         "SELECT turn_id, vector FROM turn_vectors WHERE turn_id IN (?, ?)", tuple(ids[:2])
     )
     await db.execute("ALTER TABLE turn_vectors DROP COLUMN text_hash")
+    await db.execute("ALTER TABLE turns DROP COLUMN forwarded")
     await db.close()
 
     db = await Database.open(path, INDEX_MIGRATIONS)
@@ -265,8 +268,9 @@ def _as_written_before(path: Path) -> None:
             rows,
         )
         # nor the tables of the migrations after it (12: the titles' keyword index; 13:
-        # the failed notes' column; 15: the parties' costs; 16: the vectors' text hashes; 17: when
-        # a party's message was written; 18: what an answer answers)
+        # the failed notes' column; 15: the parties' costs; 16: the vectors' text hashes;
+        # 17: when a party's message was written; 18: what an answer answers; 19: the
+        # forwards)
         conn.execute("DROP TABLE titles_fts")
         conn.execute("DROP TABLE titles")
         conn.execute("ALTER TABLE conversations DROP COLUMN abbreviation_failed")
@@ -275,6 +279,7 @@ def _as_written_before(path: Path) -> None:
         conn.execute("ALTER TABLE turn_vectors DROP COLUMN text_hash")
         conn.execute("ALTER TABLE external_messages DROP COLUMN sent_at")
         conn.execute("ALTER TABLE external_messages DROP COLUMN answers")
+        conn.execute("ALTER TABLE turns DROP COLUMN forwarded")
         conn.execute(f"PRAGMA user_version = {BEFORE}")
         conn.commit()
     finally:
