@@ -8,7 +8,8 @@ escalation quotes it all) and names the forwarded block in the metadata key
 text exactly as it stands in the message's text, the headers as the block gives them.
 
 For the owner, :func:`own_words` takes the block out of the text: the turn's content is
-what the owner wrote (the note above it), the block stays in the turn's metadata, the
+what the owner wrote (the note above it, and below it when the channel tells where
+the forward ends), the block stays in the turn's metadata, the
 model is shown it labelled as others' words (bot/brain/others_words.py), keyword
 search finds the turn by its words too (:func:`searchable_with`, bot/index_writes.py)
 and search by meaning too: the turn's embedded window holds it after the owner's words,

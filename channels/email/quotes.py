@@ -23,7 +23,10 @@ turn's metadata. The rules, in order:
 A forwarded message is not history but what the sender wants read: from a forward marker
 on ("---------- Forwarded message ---------", "Begin forwarded message:", "-------- Forwarded
 Message --------" and their translations; for a mail whose subject says it is a forward,
-also an Outlook header block) the text is kept as it is.
+also an Outlook header block) the text is kept as it is, up to where the client marks
+the forward's end (an "End of Forwarded Message" line, or the end of a ``>`` block the
+forward is quoted in, followed by unquoted text): what the sender wrote below it is
+stripped like a reply again. Nothing marking it, the forward runs to the end.
 
 If nothing is left (a message that is all quote), the full text is returned rather than
 an empty turn. Runs in time linear in the number of lines.
@@ -50,6 +53,15 @@ _FORWARD = re.compile(
     r"begin forwarded message|anfang der weitergeleiteten nachricht|"
     r"début du message réexpédié|inicio del mensaje reenviado|inizio messaggio inoltrato|"
     r"begin doorgestuurd bericht)\s*:?\s*$",
+    re.IGNORECASE,
+)
+# Where a client marks a forwarded message's end (Thunderbird, Evolution, mutt, K-9 and
+# their translations): what the sender types below it is theirs again.
+_FORWARD_END = re.compile(
+    r"^\s*[-=_*]*\s*(end of (the )?forwarded (message|mail|e-?mail)|end forwarded (message|mail)|"
+    r"ende der weitergeleiteten nachricht|fin du message (transféré|réexpédié)|"
+    r"fin del mensaje reenviado|fine (del )?messaggio inoltrato|einde (van het )?doorgestuurd"
+    r" bericht)\s*[-=_*]*\s*:?\s*$",
     re.IGNORECASE,
 )
 _UNDERSCORES = re.compile(r"^\s*_{20,}\s*$")
@@ -252,6 +264,41 @@ def _forward_start(lines: list[str], kinds: list[int], forward: bool) -> int | N
     return None
 
 
+def _forward_end(lines: list[str], start: int) -> int:
+    """The index past the last line of the forwarded message that starts at ``start``:
+    past its client's end marker ("-------- End of Forwarded Message --------", a
+    forward inside it ending at its own), else past the ``>`` block it is quoted in when
+    unquoted text follows that block; else the end of the text (nothing marks where it
+    ends: what follows may be the forwarded mail's own, kept in it as before)."""
+    depth = 1
+    for k in range(start + 1, len(lines)):
+        if _FORWARD.match(lines[k]):
+            depth += 1
+        elif _FORWARD_END.match(lines[k]):
+            depth -= 1
+            if depth == 0:
+                return k + 1
+    # A forward quoted whole (the marker, perhaps its header lines, then "> " lines):
+    # it ends with the quote when the sender writes on below it.
+    k = start + 1
+    while k < len(lines) and not lines[k].strip():
+        k += 1
+    while k < len(lines) and lines[k].strip() and not _QUOTE.match(lines[k]):
+        if _HEADER_LINE.match(lines[k]) is None:
+            return len(lines)  # the forwarded text itself, unquoted
+        k += 1
+    while k < len(lines) and not lines[k].strip():
+        k += 1
+    if k == len(lines) or not _QUOTE.match(lines[k]):
+        return len(lines)
+    last = k
+    while k < len(lines) and (_QUOTE.match(lines[k]) or not lines[k].strip()):
+        if lines[k].strip():
+            last = k
+        k += 1
+    return last + 1 if k < len(lines) else len(lines)
+
+
 def body_parts(text: str, forward: bool = False) -> tuple[str, str, str]:
     """:func:`strip_reply`, :func:`quoted_part` and :func:`forwarded_part` of ``text`` at
     once, its lines classified once (the channel wants all three of every mail)."""
@@ -260,10 +307,16 @@ def body_parts(text: str, forward: bool = False) -> tuple[str, str, str]:
     i = _forward_start(lines, kinds, forward)
     if i is not None:
         # The sender's note above the marker is stripped like any reply; the
-        # forwarded message itself is kept whole (its headers included).
+        # forwarded message itself is kept whole (its headers included), up to where
+        # its client marks its end: what the sender wrote below it is theirs (before
+        # session 42 it was taken for the forward's, a bottom-poster's question too).
+        end = _forward_end(lines, i)
         note = _visible(lines[:i], kinds[:i])
-        forwarded = "\n".join(lines[i:]).strip("\n")
-        return (f"{note}\n\n{forwarded}" if note.strip() else forwarded), "", forwarded
+        forwarded = "\n".join(lines[i:end]).strip("\n")
+        below = lines[end:]
+        after = _visible(below, _classify(below))
+        text = "\n\n".join(part for part in (note, forwarded, after) if part.strip())
+        return text, "", forwarded
     visible = _visible(lines, kinds)
     if not visible.strip():
         return text.strip(), "", ""

@@ -114,3 +114,63 @@ def test_an_attached_mail_is_named_as_a_forward_too() -> None:
     forwarded = msg.metadata["forwarded"]
     assert BODY in forwarded["text"] and forwarded["text"] in msg.text
     assert forwarded["from"] == "Mallory <m@evil.example>"
+
+
+QUESTION = "My question: what should I answer?"
+# Bottom-posting: the owner's words below a forward whose end the client marks
+ENDED = {
+    "thunderbird-end": (
+        f"{CLIENTS['thunderbird'][0]}\n{BODY}\n\n-------- End of Forwarded Message --------"
+    ),
+    "end-forwarded": f"{CLIENTS['gmail'][0]}\n{BODY}\n---------- End forwarded message ----------",
+    "quoted": "-------- Forwarded Message --------\nSubject: Invoice\nFrom: M <m@evil.example>\n\n"
+    + "\n".join(f"> {line}" for line in BODY.split("\n")),
+    "quoted-bare": "Begin forwarded message:\n\n"
+    + "\n>\n".join(f"> {line}" for line in BODY.split("\n")),
+}
+
+
+@pytest.mark.parametrize("client", sorted(ENDED))
+def test_the_owners_words_below_a_marked_forward_are_the_owners(client: str) -> None:
+    # Regression (session 42): what the owner typed below the forward was named part of
+    # it, and so labelled a stranger's words, the owner's question with it.
+    block = ENDED[client]
+    text = f"{NOTE}\n\n{block}\n\n{QUESTION}\n\n-- \nOlga\n"
+    forwarded = forwarded_part(text, forward=True)
+    assert forwarded == block
+    assert QUESTION not in forwarded and BODY.split("\n")[0] in forwarded
+    # the owner's words on both sides, signature stripped as in any reply
+    assert strip_reply(text, forward=True) == f"{NOTE}\n\n{forwarded}\n\n{QUESTION}"
+
+
+def test_a_nested_forward_ends_at_the_outer_forwards_end() -> None:
+    inner = f"{CLIENTS['thunderbird'][0]}\n{BODY}\n-------- End of Forwarded Message --------"
+    outer = (
+        f"{CLIENTS['gmail'][0]}\nSee below.\n\n{inner}\n\nMallory's own words after it\n"
+        "---------- End forwarded message ----------"
+    )
+    forwarded = forwarded_part(f"{outer}\n\n{QUESTION}", forward=True)
+    assert forwarded == outer
+
+
+def test_where_nothing_marks_the_end_the_rest_is_kept_in_the_forward() -> None:
+    # Gmail, Apple Mail and Outlook mark no end: the words below cannot be told from the
+    # forwarded mail's own, so they stay in it (kept, not lost), as before session 42.
+    for client in ("gmail", "apple", "outlook"):
+        text = f"{CLIENTS[client][0]}\n{BODY}\n\n{QUESTION}"
+        forwarded = forwarded_part(text, forward=True)
+        assert forwarded.endswith(QUESTION)
+        assert strip_reply(text, forward=True) == forwarded
+    # a quoted block followed by the forwarded mail's own unquoted text is no end either
+    unquoted = f"{CLIENTS['gmail'][0]}\nHi Olga,\n\n> your note\n\n{QUESTION}"
+    assert forwarded_part(unquoted, forward=True).endswith(QUESTION)
+
+
+def test_the_core_keeps_the_words_below_as_the_owners() -> None:
+    from bot.forwards import own_words
+
+    block = ENDED["thunderbird-end"]
+    raw = _mail(f"{NOTE}\n\n{block}\n\n{QUESTION}\n")
+    msg = own_words(to_inbound(parse_message(raw), raw, 1, "1", EmailChannelConfig()))
+    assert msg.text == f"Subject: Fwd: Invoice\n\n{NOTE}\n\n{QUESTION}"
+    assert msg.metadata["forwarded"]["text"] == block
