@@ -160,7 +160,10 @@ class Api:
             # The contact, or sender and subject, as in the sidebar (seed 000 "Channel
             # Indicators"): a channel conversation's title alone does not say whose it is.
             rec = await self.services.conversations.get(result["conversation_id"])
-            result["label"] = conversation_meta(rec)["label"] if rec is not None else ""
+            meta = conversation_meta(rec) if rec is not None else {}
+            result["label"] = meta.get("label", "")
+            if "labelFull" in meta:  # a long subject: cut, whole in the title attribute
+                result["labelFull"] = meta["labelFull"]
         return web.json_response(body)
 
 

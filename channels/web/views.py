@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bot.graphemes import shorten
 from bot.labels import channel_label
 
 # Transcript events shown in the chat as folded system notes.
@@ -27,8 +28,14 @@ NOTE_EVENTS = frozenset(
 )
 
 
+# Characters of a conversation's label (a mail's sender and subject) the dashboard shows.
+LABEL_SHOWN = 120
+
+
 def conversation_meta(record: Any, titles: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """ConversationMeta for a record, plus ``readOnly`` and ``label`` for the sidebar.
+    """ConversationMeta for a record, plus ``readOnly`` and ``label`` for the sidebar
+    (at most :data:`LABEL_SHOWN` characters, ending "…" when cut, with ``labelFull`` the
+    whole label then).
 
     A conversation pinned to a channel identity is read-only on the web (the channel owns
     it); once unpinned (``/new`` on that channel) the dashboard may continue it.
@@ -59,9 +66,14 @@ def conversation_meta(record: Any, titles: Mapping[str, str] | None = None) -> d
         )
     }
     meta["readOnly"] = channel != "web" and bool(meta.get("pinned"))
-    meta["label"] = channel_label(
-        channel, channel_meta, list(getattr(record, "participants", []) or [])
-    )
+    label = channel_label(channel, channel_meta, list(getattr(record, "participants", []) or []))
+    # The label of a mail is its sender and subject as the mail stored them: subjects we
+    # write are cut at 200 characters (session 41), an incoming one is not, and before
+    # session 42 the dashboard showed one of kilobytes whole in its header, sidebar and
+    # search results. Shown cut; the whole label goes along for a title attribute.
+    meta["label"] = shorten(label, LABEL_SHOWN)
+    if meta["label"] != label:
+        meta["labelFull"] = label
     return meta
 
 

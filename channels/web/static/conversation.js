@@ -220,6 +220,8 @@ export function renderHeader() {
   chan.appendChild(icon(c ? c.channel : "web"));
   const label = c ? labelBeside(c.label, c.title) : "";
   $("chat-label").textContent = label ? window.showBidiControls(nameShown(label)) : "";
+  // A long subject is shown cut (channels/web/views.py LABEL_SHOWN): whole on hover.
+  $("chat-label").title = label ? window.showBidiControls(nameShown(c.labelFull || label)) : "";
   $("readonly-badge").hidden = !readOnly;
   $("composer").hidden = readOnly;
   $("readonly-note").hidden = !readOnly;

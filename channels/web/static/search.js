@@ -144,6 +144,7 @@ function renderResult(res, pageMatch) {
   const head = el("div", "result-head");
   head.appendChild(icon(res.channel));
   const title = el("a", "result-title", labelled(res.label, res.title || "New conversation"));
+  title.title = window.showBidiControls(labelled(res.labelFull || res.label, res.title || "New conversation"));
   title.href = "#c=" + res.conversation_id;
   title.dir = "auto";
   head.appendChild(title);

@@ -32,7 +32,8 @@ export function renderSidebar() {
     b.appendChild(icon(c.channel));
     const text = el("span", "conv-text");
     const line1 = el("span", "conv-title", labelled(c.label, titleOf(c)));
-    line1.title = titleOf(c);
+    // the whole label (a long subject is sent cut, with labelFull) and title on hover
+    line1.title = window.showBidiControls(labelled(c.labelFull || c.label, titleOf(c)));
     line1.dir = "auto";
     text.appendChild(line1);
     const line2 = el("span", "conv-time", relTime(c.updated) + (c.readOnly ? " · read-only" : "") + " · " + plural(c.turnCount || 0, "turn"));

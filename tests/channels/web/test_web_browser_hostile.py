@@ -5,6 +5,7 @@ driving Debian's Chromium against the real core (see test_web_browser.py)."""
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -243,3 +244,28 @@ async def test_a_huge_unbroken_name_does_not_widen_the_page(page: Page, stack: S
         assert await page.evaluate("() => document.documentElement.scrollWidth") <= width, panel
         assert await page.evaluate("() => document.querySelector('main').scrollWidth") <= width
         await shot(page, f"21-huge-name-{panel}")
+
+
+async def test_a_huge_stored_subject_is_shown_cut_and_whole_on_hover(
+    page: Page, stack: Stack
+) -> None:
+    # Regression (session 42): an incoming mail's subject is stored as it came (only
+    # the subjects we write are cut), and the chat header showed one of kilobytes whole.
+    subject = "Budget " + "S" * 3000
+    rec = await stack.services.conversations.create(
+        "email",
+        identity_key="email-thread:<huge@x.example>",
+        pinned=True,
+        participants=["sarah@example.com"],
+        channel_meta={"contact": "Sarah", "subject": subject},
+    )
+    await log_in(page, stack)
+    await page.goto(f"{stack.url}/#c={rec.id}")
+    label = page.locator("#chat-label")
+    await expect(label).to_have_text(re.compile(r"^Sarah — Budget S+…$"))
+    assert len(await label.text_content() or "") <= 120
+    await expect(label).to_have_attribute("title", f"Sarah — {subject}")
+    line = page.locator(f'.conv[data-id="{rec.id}"] .conv-title')
+    await expect(line).to_have_attribute("title", re.compile(f"^Sarah — {subject} · "))
+    width = await page.evaluate("() => window.innerWidth")
+    assert await page.evaluate("() => document.documentElement.scrollWidth") <= width

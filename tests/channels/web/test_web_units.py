@@ -17,7 +17,7 @@ from channels.web.auth import (
     login_client,
     token_matches,
 )
-from channels.web.views import conversation_meta, event_view, line_views, page_of
+from channels.web.views import LABEL_SHOWN, conversation_meta, event_view, line_views, page_of
 from tests.channels.web.conftest import Stack
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -176,6 +176,37 @@ def test_conversation_meta_read_only_and_label() -> None:
     assert conversation_meta(tg)["label"] == ""
     tg.participants = ["Hanan"]
     assert conversation_meta(tg)["label"] == "Hanan"
+
+
+def test_a_long_stored_subject_is_shown_cut_and_kept_whole_for_the_title() -> None:
+    # Regression (session 42): an incoming mail's subject is stored as it came, and the
+    # dashboard showed one of kilobytes whole beside the conversation's title.
+    subject = "Re: " + "quarterly budget review and the travel plans " * 100
+    rec = ConversationRecord(
+        id="conv-1",
+        channel="email",
+        created="x",
+        updated="x",
+        channel_meta={"contact": "Sarah", "subject": subject},
+    )
+    meta = conversation_meta(rec)
+    assert len(meta["label"]) <= LABEL_SHOWN and meta["label"].endswith("…")
+    assert meta["label"].startswith("Sarah — Re: quarterly budget review")
+    assert meta["labelFull"] == f"Sarah — {subject}"
+    short = ConversationRecord(
+        id="conv-2", channel="email", created="x", updated="x", channel_meta={"subject": "Hi"}
+    )
+    assert conversation_meta(short)["label"] == "Hi" and "labelFull" not in conversation_meta(short)
+    family = "\U0001f469\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466"
+    emoji = ConversationRecord(
+        id="conv-3",
+        channel="email",
+        created="x",
+        updated="x",
+        channel_meta={"subject": family * 100},
+    )
+    cut = conversation_meta(emoji)["label"]
+    assert cut.endswith("…") and cut[:-1] == family * (len(cut[:-1]) // len(family))  # whole
 
 
 def test_line_views_keep_notes_and_drop_internals() -> None:
