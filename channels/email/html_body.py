@@ -14,7 +14,8 @@ here too, in the same style, nothing read as Markdown. Styles are inline, which 
 keeps (Gmail drops most ``<style>`` sheets, Outlook's Word engine many rules); code
 wraps its long lines rather than widening the mail. Every block of text (paragraph,
 heading, quote, list and item, table) has ``dir="auto"``: an answer in Hebrew or Arabic
-is set right to left, each paragraph by its own first letter (session 41).
+is set right to left, each paragraph by its own first letter (session 41), and a
+table's header cells at the side its first letter starts from (session 42).
 
 The rendering is bounded (:func:`html_body` is None for a text too long for it, or
 when the HTML would be much larger than the text) and depends on the text alone, so
@@ -22,6 +23,8 @@ an answer the outbox retries after a restart is the same mail.
 """
 
 from __future__ import annotations
+
+import unicodedata
 
 from channels.markdown_blocks import Block, blocks, cells, escape, render_inline, right_aligned
 
@@ -66,17 +69,35 @@ def _inline(text: str, links: bool = True) -> str:
     return html.replace("<code>", f'<code style="{_CODE}">')
 
 
+def _right_to_left(texts: list[list[str]]) -> bool:
+    """Whether ``dir="auto"`` sets a table of these cells right to left: its first
+    strong letter (in document order, as a browser finds it) is Hebrew, Arabic..."""
+    for row in texts:
+        for cell in row:
+            for ch in cell:
+                kind = unicodedata.bidirectional(ch)
+                if kind == "L":
+                    return False
+                if kind in ("R", "AL"):
+                    return True
+    return False
+
+
 def _table(rows: tuple[str, ...]) -> str:
     header = cells(rows[0])
     right = right_aligned(rows[1])
+    lines = [(cells(line) + [""] * len(header))[: len(header)] for line in (rows[0], *rows[2:])]
+    # A header cell is centred unless told (Gmail, Outlook): set over its column at the
+    # side the text starts from, the table's own direction as dir="auto" finds it (the
+    # align attribute every client honours; "start" is no value of it). Before session
+    # 42 it was left in a Hebrew or Arabic table too, its cells below at the right.
+    start = ' align="right"' if _right_to_left(lines) else ' align="left"'
     out = [_TABLE]
-    for n, line in enumerate((rows[0], *rows[2:])):
+    for n, row in enumerate(lines):
         tag = "th" if n == 0 else "td"
-        row = (cells(line) + [""] * len(header))[: len(header)]
         out.append("<tr>")
         for k, cell in enumerate(row):
-            # a header cell is centred unless told (Gmail, Outlook): over its column
-            align = ' align="right"' if right[k] else ' align="left"' if n == 0 else ""
+            align = ' align="right"' if right[k] else start if n == 0 else ""
             out.append(f"<{tag}{align}>{_inline(cell)}</{tag}>")
         out.append("</tr>")
     out.append("</table>")

@@ -98,6 +98,23 @@ def test_every_text_block_takes_its_own_direction() -> None:
     assert {"p", "blockquote", "ol", "ul", "li", "table", "pre"} <= tags
 
 
+def _header_aligns(text: str) -> list[str | None]:
+    return [a.get("align") for t, a in _parse(html_body(text) or "").tags if t == "th"]
+
+
+def test_a_tables_header_cells_start_at_the_tables_own_side() -> None:
+    # Regression (session 42): a header cell was align="left" in a Hebrew or Arabic table
+    # too (dir="auto" set it right to left, its cells below at the right).
+    assert _header_aligns(HEBREW) == ["right", "right"]  # the second column: ---:
+    assert _header_aligns("| שם | עיר |\n|---|---|\n| דנה | Tel Aviv |") == ["right", "right"]
+    assert _header_aligns("| الاسم | المدينة |\n|---|---|\n| Ali | Cairo |") == ["right"] * 2
+    # the table's first strong letter decides, as dir="auto" does: an English header
+    # over Hebrew cells is a left-to-right table, numbers and marks decide nothing
+    assert _header_aligns("| Name | City |\n|---|---|\n| דנה | תל אביב |") == ["left", "left"]
+    assert _header_aligns("| # | 2026 |\n|---|---|\n| 1 | שלום |") == ["right", "right"]
+    assert _header_aligns("| # | € |\n|---|---:|\n| 1 | 2 |") == ["left", "right"]
+
+
 def test_an_answer_in_markdown_reads_as_formatted_mail() -> None:
     html = html_body(ANSWER)
     assert html is not None
