@@ -38,10 +38,11 @@ from typing import Any
 import numpy as np
 
 from bot.db import SyncConn, connect_sync
+from bot.forwards import window_part
 from bot.schema import create_vector_tables
 from bot.vector_codec import sign_bits
 from bot.vector_store import META_KEY, PROBE_KEY, text_digest
-from bot.vectors import window_text
+from bot.vectors import WINDOW_CHARS, window_text
 
 log = logging.getLogger("my_agent.vectors")
 
@@ -160,14 +161,21 @@ Turns = list[tuple[int, str]]  # a conversation's recallable turns (id, content)
 
 
 def _recall_turns(conn: SyncConn, conv_ids: list[str]) -> dict[str, Turns]:
+    """The recallable turns of ``conv_ids`` as their windows hold them (a forward the
+    owner's turn keeps after their words, :func:`bot.forwards.window_part`, as
+    bot/vectors.py embeds it; an index before migration 19 has none)."""
+    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(turns)")}
+    forwarded = "forwarded" if "forwarded" in columns else "NULL"
     marks = ",".join("?" * len(conv_ids))
     found: dict[str, Turns] = {}
-    for turn_id, conv_id, content in conn.execute(
-        f"SELECT id, conversation_id, content FROM turns WHERE conversation_id IN ({marks}) "
-        "AND recall = 1 ORDER BY conversation_id, turn_number, id",
+    for turn_id, conv_id, content, forward in conn.execute(
+        f"SELECT id, conversation_id, content, {forwarded} FROM turns "
+        f"WHERE conversation_id IN ({marks}) AND recall = 1 "
+        "ORDER BY conversation_id, turn_number, id",
         conv_ids,
     ):
-        found.setdefault(str(conv_id), []).append((int(turn_id), str(content)))
+        text = window_part(str(content), forward, WINDOW_CHARS)
+        found.setdefault(str(conv_id), []).append((int(turn_id), text))
     return found
 
 

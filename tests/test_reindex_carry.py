@@ -246,3 +246,30 @@ def test_keyword_only_stores_keep_nothing(store: Store, tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     report = _reindex(path)
     assert report["vectorsKept"] is None and report["vectorsOwed"] is None
+
+
+def test_a_window_holding_a_forward_is_kept_too(store: Store) -> None:
+    """The reindex reads a turn's window as the vectors do, the owner's forward after
+    their words (migration 19): read without it, every such window was embedded again."""
+    path, config, embedder = store
+
+    async def forward() -> None:
+        services = await open_services(config)
+        try:
+            rec = await services.conversations.create("email")
+            forwarded = {"text": "From: Ana\n\nThe kayak rental ends at six", "from": "Ana"}
+            await services.conversations.append_turn(
+                rec.id, "user", "What do I answer her?", metadata={"forwarded": forwarded}
+            )
+            await services.conversations.append_turn(rec.id, "assistant", "Say yes.")
+        finally:
+            await shutdown_services(services)
+
+    asyncio.run(forward())
+    windows, notes = _embedded(path, config)
+    assert len(windows) == 8
+    embedder.calls.clear()
+    report = _reindex(path)
+    assert report["vectorsKept"]["turns"] == 8
+    assert embedder.calls == []
+    assert _vectors(config) == (windows, notes)
