@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from bot.brain.base import BrainRequest, HistoryTurn
-from bot.brain.late_turns import late_note
+from bot.brain.late_turns import late_note, with_late_note
 from bot.events import InboundMessage
 from bot.parties import PartyRecord
 from bot.party_limits import for_model
@@ -39,8 +39,7 @@ RESTRICTED_ZONE = ZoneInfo("UTC")
 def labelled(text: str, written: object, arrived: object) -> str:
     """``text`` after the label saying when it was written (``written``, its
     ``sentAt``), if that was long before it ``arrived``; else as it is."""
-    note = late_note(written, arrived, RESTRICTED_ZONE)
-    return f"{note} {text}" if note else text
+    return with_late_note(late_note(written, arrived, RESTRICTED_ZONE), text)
 
 
 def history_turn(row: Mapping[str, Any]) -> HistoryTurn:

@@ -109,3 +109,14 @@ def test_a_record_is_rebuilt_from_an_index_written_before_sent_at(tmp_path: Path
         conn.close()
     (said,) = [x for x in lines if x["type"] == "message"]
     assert said["content"] == ASKED and SENT_AT not in said
+
+
+def test_a_blank_late_message_keeps_its_placeholder_after_the_label() -> None:
+    # Regression (session 42): the label alone stood for a blank late message, read as
+    # its words (the API's placeholder for blank text was skipped: the text was not blank).
+    from bot.brain.restricted_context import EMPTY_MESSAGE
+    from bot.party_context import labelled
+
+    late = labelled("  ", "2026-11-28T10:00:00.000Z", "2026-11-29T12:00:00.000Z")
+    assert late.endswith(f"later.] {EMPTY_MESSAGE}")
+    assert labelled("", "2026-11-29T11:59:00.000Z", "2026-11-29T12:00:00.000Z") == ""

@@ -33,7 +33,7 @@ from zoneinfo import ZoneInfo
 from bot.brain.group_lines import OWNER_MARK as OWNER_MARK  # re-exported (split out)
 from bot.brain.group_lines import group_line as group_line
 from bot.brain.group_lines import member_name
-from bot.brain.late_turns import late_label
+from bot.brain.late_turns import late_label, with_late_note
 from bot.brain.others_words import (
     escalation_text,
     with_escalations,
@@ -216,8 +216,7 @@ def transcript_turns(
                 said = content = OFFLINE_IN_CONTEXT
             others = False
             if role == "user":
-                if (late := late_label(line, zone)) is not None:
-                    content = f"{late} {content}"
+                content = with_late_note(late_label(line, zone), content)
                 shown = with_escalations(escalations, with_forward(line, with_quote(line, content)))
                 others, content = shown != content, shown
                 escalations = []

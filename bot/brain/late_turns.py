@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from bot.brain.restricted_context import EMPTY_MESSAGE
 from bot.events import SENT_AT
 
 # Later than this is worth saying: mail polling and Telegram's own delays stay under it,
@@ -75,3 +76,13 @@ def late_note(written: object, arrived: object, zone: ZoneInfo) -> str | None:
         return None
     when = f"{local:%A} {local.day} {local:%B %Y, %H:%M} ({zone.key})"
     return f"[Written {when}; it reached you {delay_text(came - sent)} later.]"
+
+
+def with_late_note(note: str | None, text: str) -> str:
+    """``text`` after ``note`` (a :func:`late_note` or :func:`late_label`), as the model
+    reads it; as it is without one. A blank message keeps its :data:`EMPTY_MESSAGE`
+    after the label: the label alone read as the words (session 42: "echo: [Written
+    …]" answered a contact's blank mail written long before)."""
+    if note is None:
+        return text
+    return f"{note} {text if text.strip() else EMPTY_MESSAGE}"

@@ -49,3 +49,12 @@ def test_the_delay_reads_as_a_person_would_say_it() -> None:
     assert delay_text(timedelta(minutes=7, seconds=20)) == "7 min"
     assert delay_text(timedelta(hours=20, seconds=40)) == "20 h"
     assert delay_text(timedelta(days=3, hours=2)) == "3 days"
+
+
+def test_a_blank_late_message_keeps_its_placeholder_after_the_label() -> None:
+    # Regression (session 42): "[Written …]" alone stood for a blank late message (a
+    # photo without caption delivered late), read as its words.
+    from bot.brain.restricted_context import EMPTY_MESSAGE
+
+    [turn] = transcript_turns([said_at("2026-11-28T04:46:00.000Z", text="")])
+    assert turn.content.startswith("[Written ") and turn.content.endswith(f"] {EMPTY_MESSAGE}")

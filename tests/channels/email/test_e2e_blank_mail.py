@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
+from email.utils import format_datetime
 from pathlib import Path
 
 from bot.bench.fakes.anthropic_api import FakeAnthropicAPI
@@ -33,7 +35,8 @@ async def test_a_known_contacts_blank_mail_is_answered_not_refused_by_the_api(
         raw = (
             f"From: Friend <{FRIEND}>\r\nTo: bot@example.com\r\n"
             f"Authentication-Results: {good_auth('example.net')}\r\n"
-            "Message-ID: <blank-1@example.net>\r\nDate: Tue, 14 Jan 2025 09:12:00 +0100\r\n"
+            "Message-ID: <blank-1@example.net>\r\n"
+            f"Date: {format_datetime(datetime.now(UTC))}\r\n"  # (on time: no late label)
             "Subject: \r\nContent-Type: text/plain\r\n\r\n  \r\n\r\n"
         ).encode()
         await append(pymap.port, folder, raw)
