@@ -178,13 +178,13 @@ async def test_damage_found_by_recovery_is_rebuilt_too(
     real = services_module.recover
     calls: list[int] = []
 
-    def damaged_once(*args: Any) -> Any:
+    def damaged_once(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         if len(calls) == 1:
             exc = sqlite3.DatabaseError("database disk image is malformed")
             exc.sqlite_errorcode = 11  # type: ignore[attr-defined]
             raise exc
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(services_module, "recover", damaged_once)
     services = await open_services(config, brain=ScriptedBrain(), exclusive=True)
@@ -207,7 +207,7 @@ async def test_damage_a_commands_recovery_meets_names_the_file_and_the_remedy(
     await _store(config)
     from bot import services as services_module
 
-    def damaged(*args: Any) -> Any:
+    def damaged(*args: Any, **kwargs: Any) -> Any:
         exc = sqlite3.DatabaseError("database disk image is malformed")
         exc.sqlite_errorcode = 11  # type: ignore[attr-defined]
         raise exc
