@@ -243,7 +243,7 @@ async def health_lines(services: Services) -> list[str]:
     if health.get("indexDamage"):
         parts.append(str(health["indexDamage"]))
     total = await services.index.count()
-    pending = await services.outbox.pending_count()
+    pending = await services.outbox.undelivered_count()
     escalations = await services.external.pending_escalation_count()
     return [
         "Daemon: " + "; ".join(parts),

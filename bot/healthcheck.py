@@ -209,7 +209,7 @@ def _kept_problems(state_path: Path) -> list[str]:
 async def live_status(services: Services) -> str:
     """The daemon's one-line state for ``systemctl status`` (``STATUS=``)."""
     conversations = await services.index.count()
-    pending = await services.outbox.pending_count()
+    pending = await services.outbox.undelivered_count()
     # owed as /status and `my-agent status` count them: the flag alone missed those
     # left before their idle timeout (and read every flagged id twice a minute)
     abbreviations = await services.index.notes_owed()

@@ -16,7 +16,7 @@ from dataclasses import fields
 
 from bot.channel import Channel
 from bot.db import Database, SyncConn
-from bot.events import OutboundMessage
+from bot.events import OutboundMessage, SendResult
 
 log = logging.getLogger("my_agent.outbox")
 
@@ -85,6 +85,7 @@ class OutboxRows:
     clock: Callable[[], float]
     _delays: dict[int, float]  # outbox id -> the retry delay this process gave it
     _channels: dict[str, Channel]
+    _unmarked: dict[int, SendResult]  # outbox id -> a send whose "sent" mark is not written
 
     async def has_key(self, dedup_key: str) -> bool:
         row = await self.db.fetchone("SELECT 1 FROM outbox WHERE dedup_key = ?", (dedup_key,))
@@ -109,7 +110,27 @@ class OutboxRows:
         return str(row[0]) if row and row[0] else None
 
     async def pending_count(self) -> int:
+        """Rows not marked sent yet (nor failed)."""
         row = await self.db.fetchone("SELECT count(*) FROM outbox WHERE status = 'pending'")
+        return int(row[0]) if row else 0
+
+    async def undelivered_count(self) -> int:
+        """Messages not delivered yet, as the owner is told (``/status``, the systemd
+        status line): the pending rows, less those a channel has already taken whose
+        "sent" mark is still being written (or waits for a state.db that refuses it,
+        :attr:`_unmarked`).
+
+        Before session 42 such a row counted: ``/status`` asked right after a reply
+        arrived (the mark's synced commit takes 5-40 ms, longer under load) said
+        "outbox pending: 1" with every reply received."""
+        taken = sorted(self._unmarked)  # before the read: a mark landing meanwhile is fine
+        if not taken:
+            return await self.pending_count()
+        row = await self.db.fetchone(
+            "SELECT count(*) FROM outbox WHERE status = 'pending'"
+            " AND id NOT IN (SELECT value FROM json_each(?))",
+            (json.dumps(taken),),
+        )
         return int(row[0]) if row else 0
 
     async def sent_messages(self, channel: str | None = None) -> list[OutboundMessage]:

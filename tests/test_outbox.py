@@ -529,6 +529,47 @@ async def test_a_state_db_write_failure_does_not_stop_the_channel_or_send_twice(
     ]
 
 
+async def test_a_message_the_channel_took_is_not_counted_undelivered_while_its_mark_is_written(
+    state: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 42): /status asked right after a reply arrived said "outbox
+    # pending: 1": the row's "sent" mark, a synced commit, was still being written.
+    outbox = Outbox(state)
+    channel = RecordingChannel()
+    real_run = state.run
+    marking, release = asyncio.Event(), asyncio.Event()
+
+    async def held_mark(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if fn.__name__ == "_update":
+            marking.set()
+            await release.wait()
+        return await real_run(fn, *args, **kwargs)
+
+    monkeypatch.setattr(state, "run", held_mark)
+    await outbox.enqueue(msg("delivered, its mark on the way"))
+    await outbox.enqueue(msg("for a channel not running", channel="other"))
+    assert await outbox.undelivered_count() == 2  # nothing taken yet
+    outbox.attach(channel)
+    try:
+        await asyncio.wait_for(marking.wait(), 10)
+        assert channel.texts() == ["delivered, its mark on the way"]
+        assert [s for _, s, _ in await _status(state)] == ["pending", "pending"]
+        assert await outbox.pending_count() == 2  # the rows as they are
+        assert await outbox.undelivered_count() == 1  # the other channel's only
+        release.set()
+        await wait_until(
+            lambda: _first_sent(state), timeout=10, what="the delivered row marked sent"
+        )
+        assert await outbox.undelivered_count() == await outbox.pending_count() == 1
+    finally:
+        release.set()
+        await outbox.stop()
+
+
+async def _first_sent(state: Database) -> bool:
+    return (await _status(state))[0][1] == "sent"
+
+
 async def test_a_retry_is_not_stalled_when_the_wall_clock_is_set_back(state: Database) -> None:
     """The wall clock set back a day after a failure (NTP, a wrong clock fixed): the
     retry still comes after its backoff, not a day later (it blocked the channel)."""
