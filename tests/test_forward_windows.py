@@ -14,6 +14,7 @@ from bot.config.model import AppConfig, EmbeddingConfig
 from bot.db import apply_migrations, connect_sync
 from bot.embedding import EmbeddingService
 from bot.forwards import FORWARD_IN_WINDOW, searchable_with, window_part
+from bot.fts_text import fts_content
 from bot.index_writes import apply_lines, conversation_meta, record_from_meta
 from bot.schema import INDEX_MIGRATIONS
 from bot.schema_forwards import index_v19
@@ -151,5 +152,63 @@ def test_migration_19_gives_the_forwards_indexed_before_to_their_windows(tmp_pat
         conn.execute("ALTER TABLE turns DROP COLUMN forwarded")
         index_v19(conn)  # the same rows again: the same texts
         assert [r[0] for r in conn.execute("SELECT forwarded FROM turns ORDER BY id")] == got
+    finally:
+        conn.close()
+
+
+def test_migration_19_finds_a_forward_under_a_note_its_keyword_text_changes(
+    tmp_path: Path,
+) -> None:
+    # Regression (session 42): migration 19 compared fts_text with the content itself, so
+    # a note whose searchable form differs (NFKC rewrites "…" and a no-break space; the
+    # words of Chinese or Japanese are spaced) hid its forward: the conversation kept its
+    # vectors without the mail, and search by meaning never found it until a reindex.
+    notes = [
+        "Subject: Fwd: Sailing\n\nWas meinst du… soll ich zusagen?",
+        "Qu'en penses-tu\u00a0?",
+        "これ、どう返事すればいい",
+        "ＯＫ?",
+    ]
+    forwards = [FORWARD, FORWARD, FORWARD, "東京タワーの予約"]
+    conn = connect_sync(tmp_path / "conversations.db")
+    try:
+        assert apply_migrations(conn, INDEX_MIGRATIONS[:BEFORE]) == BEFORE
+        for turn_id, (note, forward) in enumerate(zip(notes, forwards, strict=True), start=1):
+            conv = f"conv-{turn_id}"
+            conn.execute(
+                "INSERT INTO conversations (id, channel, created, updated) "
+                "VALUES (?, 'email', 't', 't')",
+                (conv,),
+            )
+            for number, (role, content, fts) in enumerate(
+                [
+                    ("user", note, searchable_with(note, forward)),  # session 41's writer
+                    ("user", note, searchable_with(note, None)),  # the same note alone
+                ],
+                start=1,
+            ):
+                row = conn.execute(
+                    "INSERT INTO turns (conversation_id, turn_number, role, content, "
+                    "timestamp, fts_text) VALUES (?, ?, ?, ?, 't', ?)",
+                    (conv, number, role, content, fts),
+                )
+                conn.execute(
+                    "INSERT INTO turn_vectors (turn_id, conversation_id, window_last, bits,"
+                    " vector) VALUES (?, ?, ?, x'00', x'00')",
+                    (row.lastrowid, conv, row.lastrowid),
+                )
+        conn.commit()
+        assert apply_migrations(conn, INDEX_MIGRATIONS) == len(INDEX_MIGRATIONS)
+        got = conn.execute(
+            "SELECT conversation_id, turn_number, forwarded FROM turns "
+            "WHERE forwarded IS NOT NULL ORDER BY id"
+        ).fetchall()
+        assert got == [
+            ("conv-1", 1, FORWARD),
+            ("conv-2", 1, FORWARD),
+            ("conv-3", 1, FORWARD),
+            ("conv-4", 1, fts_content(forwards[3])),  # its spaced form (module docstring)
+        ]
+        assert conn.execute("SELECT count(*) FROM turn_vectors").fetchone()[0] == 0
     finally:
         conn.close()
