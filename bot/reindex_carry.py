@@ -15,7 +15,10 @@ copied into the new one:
   window_text`) is the old vector's ``turn_vectors.text_hash`` (migration 16); for a
   vector stored before that, the hash of the window the old index's own turns give, up
   to the ``window_last`` it recorded, at this ``embedding.turn_window`` (what the daemon
-  itself relies on to keep a vector);
+  itself relies on to keep a vector). None when the old index records another
+  ``embedding.turn_window`` (``index_meta.embedding_turn_window``: the daemon would drop
+  every window at its start, :func:`bot.vector_store.prepare`); an old index without
+  that record is taken as made with the configured one, as the daemon takes it;
 - a note: ``abbreviation_vectors.text_hash`` is the hash of the rebuilt notes;
 - a word vector of soft coverage: the word is its text.
 
@@ -41,7 +44,7 @@ from bot.db import SyncConn, connect_sync
 from bot.forwards import window_part
 from bot.schema import create_vector_tables
 from bot.vector_codec import sign_bits
-from bot.vector_store import META_KEY, PROBE_KEY, text_digest
+from bot.vector_store import META_KEY, PROBE_KEY, WINDOW_KEY, text_digest
 from bot.vectors import WINDOW_CHARS, window_text
 
 log = logging.getLogger("my_agent.vectors")
@@ -102,8 +105,20 @@ async def _carry(s: Any, old: SyncConn, model_id: str) -> dict[str, int]:
             )
         return dict(KEPT_NONE)
     dims = int(model_id.rsplit("@", 1)[1])
-    await s.index_db.run(functools.partial(_start_new, dims=dims, meta=meta))
     radius = s.config.embedding.turn_window
+    # Before session 42 a window stored before its text_hash was matched as if made with
+    # the configured radius, whatever the old index's was: a window of another size
+    # was carried, and the daemon never noticed (now it drops such windows at start).
+    resized = meta.get(WINDOW_KEY, str(radius)) != str(radius)
+    if resized:
+        log.info(
+            "the old index's turn windows hold %s neighbours a side, not %d: none kept",
+            meta[WINDOW_KEY],
+            radius,
+        )
+    # (the windows carried, or embedded later, are of the configured radius)
+    meta[WINDOW_KEY] = str(radius)
+    await s.index_db.run(functools.partial(_start_new, dims=dims, meta=meta))
     windows: dict[int, list[tuple[int, str, int, str]]] = {}  # old id -> the new windows
     notes: dict[str, str] = {}  # conversation id -> the hash of its rebuilt notes
     ids = await s.index_db.run(
@@ -114,7 +129,7 @@ async def _carry(s: Any, old: SyncConn, model_id: str) -> dict[str, int]:
         text = str(abbreviation or "").strip()
         if text:
             notes[str(conv_id)] = text_digest(text)
-    conv_ids = [str(i) for i, _ in ids]
+    conv_ids = [] if resized else [str(i) for i, _ in ids]
     for start in range(0, len(conv_ids), CONVERSATIONS_AT_ONCE):
         chunk = conv_ids[start : start + CONVERSATIONS_AT_ONCE]
         new = await s.index_db.run(lambda c, ch=chunk: _recall_turns(c, ch), write=False)
@@ -134,13 +149,15 @@ async def _carry(s: Any, old: SyncConn, model_id: str) -> dict[str, int]:
 def _old_meta(old: SyncConn) -> dict[str, str]:
     old.execute("PRAGMA query_only=ON")  # read, never written: it may be put back
     rows = old.execute(
-        "SELECT key, value FROM index_meta WHERE key IN (?, ?)", (META_KEY, PROBE_KEY)
+        "SELECT key, value FROM index_meta WHERE key IN (?, ?, ?)",
+        (META_KEY, PROBE_KEY, WINDOW_KEY),
     ).fetchall()
     return {str(k): str(v) for k, v in rows}
 
 
 def _start_new(conn: SyncConn, dims: int, meta: dict[str, str]) -> None:
-    """The rebuilt index gets the vector tables and the old model's record (and probe)."""
+    """The rebuilt index gets the vector tables and the old model's record (and probe),
+    with the configured window size."""
     create_vector_tables(conn, dims)
     conn.executemany(
         "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)", list(meta.items())
@@ -154,7 +171,7 @@ def drop_carried(conn: SyncConn) -> None:
             conn.execute(f"DELETE FROM {table}")
     for table in ("turn_vectors", "abbreviation_vectors", "term_vectors"):
         conn.execute(f"DELETE FROM {table}")
-    conn.execute("DELETE FROM index_meta WHERE key IN (?, ?)", (META_KEY, PROBE_KEY))
+    conn.execute("DELETE FROM index_meta WHERE key IN (?, ?, ?)", (META_KEY, PROBE_KEY, WINDOW_KEY))
 
 
 Turns = list[tuple[int, str]]  # a conversation's recallable turns (id, content), in order

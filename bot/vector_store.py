@@ -2,7 +2,9 @@
 
 ``index_meta['embedding_model']`` names the model the vectors were made with. Opening the
 vector index with another model (or dimension count) drops every stored vector and marks
-them for a background rebuild (:func:`prepare`); :func:`prune` drops the vectors of turns
+them for a background rebuild (:func:`prepare`); ``index_meta['embedding_turn_window']``
+the ``embedding.turn_window`` the turn windows were made with, another one dropping
+those alone (:func:`drop_turn_windows`); :func:`prune` drops the vectors of turns
 that are gone or are readouts. Each turn window and abbreviation is written twice: float32
 into sqlite-vec's ``turns_vec`` / ``abbreviations_vec``, and sign bits plus a float16 copy
 into the plain ``turn_vectors`` / ``abbreviation_vectors`` that KNN reads
@@ -25,6 +27,13 @@ from bot.vector_codec import to_blob, to_half
 
 META_KEY = "embedding_model"
 PROBE_KEY = "embedding_probe"  # the model's vector for a fixed text (EmbeddingService.probe)
+# The embedding.turn_window (neighbours a side) the stored turn windows hold. A store
+# without it (before session 42) is taken as made with the configured one and records
+# it: each start's rebuild re-embedded every window whose window_last disagreed with
+# the configured radius, so only a conversation's last windows could be of another
+# size, and taking it as the default (1) would re-embed every window of a store
+# configured otherwise from the start (~30 minutes at 105,000 turns) for those few.
+WINDOW_KEY = "embedding_turn_window"
 # The same model gives the same probe vector up to float noise (cosine 1.0); another
 # model's is unrelated to it (MiniLM against a rolled copy of itself: ~0.1).
 SAME_SPACE_COSINE = 0.99
@@ -87,22 +96,40 @@ def terms_complete(conn: SyncConn, model_id: str, build_terms: bool) -> bool:
     return build_terms and row is not None and row[0] == model_id
 
 
+def other_window(conn: SyncConn, radius: int) -> str | None:
+    """The ``embedding.turn_window`` the stored turn windows were made with when it is
+    not ``radius`` (as recorded: unreadable is another one too); None when it is, or
+    none is recorded (see :data:`WINDOW_KEY`)."""
+    row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (WINDOW_KEY,)).fetchone()
+    return None if row is None or row[0] == str(radius) else str(row[0])
+
+
+def drop_turn_windows(conn: SyncConn) -> None:
+    """Drop every turn window's vector (another ``embedding.turn_window``): the notes'
+    vectors and the word vectors of soft coverage do not depend on it and are kept."""
+    conn.execute("DELETE FROM turns_vec")
+    conn.execute("DELETE FROM turn_vectors")
+
+
 def prepare(
     conn: SyncConn,
     model_id: str,
     dims: int,
     build_terms: bool,
     probe: np.ndarray | None = None,
+    *,
+    radius: int,
 ) -> tuple[bool, bool]:
-    """Create the vector tables for ``model_id`` (dropping another model's vectors).
+    """Create the vector tables for ``model_id`` (dropping another model's vectors) and
+    turn windows of ``radius`` neighbours a side (dropping windows of another size).
 
     ``probe`` (the loaded model's unit vector for a fixed text) also tells another model
     apart when it has the same name and dimensions (``embedding.model_path`` pointed at
     another model): the name alone kept the old vectors, compared with the new model's.
 
     Returns ``(rebuild, terms_ready)``: whether vectors must be rebuilt in the background
-    (a model change, or turns indexed before any vector), and whether the word vectors
-    of soft coverage cover every turn.
+    (a model change, another window size, or turns indexed before any vector), and
+    whether the word vectors of soft coverage cover every turn.
     """
     row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
     stale = other_model(conn, model_id, probe) is not None
@@ -113,8 +140,15 @@ def prepare(
         conn.execute("DELETE FROM abbreviation_vectors")
         conn.execute("DELETE FROM term_vectors")
     create_vector_tables(conn, dims)
-    conn.execute(
-        "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)", (META_KEY, model_id)
+    # Before session 42 another embedding.turn_window was never noticed: the stored
+    # windows kept their old size, and window_last, compared as if the size were the
+    # same, left a conversation's last windows at it for good.
+    resized = not stale and other_window(conn, radius) is not None
+    if resized:
+        drop_turn_windows(conn)
+    conn.executemany(
+        "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
+        [(META_KEY, model_id), (WINDOW_KEY, str(radius))],
     )
     if probe is not None:
         conn.execute(
@@ -126,7 +160,7 @@ def prepare(
         # turns stored from now on get no word vectors: the table stops being
         # complete, and a later start with soft coverage on completes it
         conn.execute("DELETE FROM index_meta WHERE key = ?", (TERMS_KEY,))
-        return stale or (row is None and has_turns), False
+        return stale or resized or (row is None and has_turns), False
     terms = conn.execute("SELECT value FROM index_meta WHERE key = ?", (TERMS_KEY,)).fetchone()
     terms_ready = not stale and terms is not None and terms[0] == model_id
     if not has_turns and not terms_ready:
@@ -136,7 +170,7 @@ def prepare(
             (TERMS_KEY, model_id),
         )
         terms_ready = True
-    rebuild = stale or (row is None and has_turns) or not terms_ready
+    rebuild = stale or resized or (row is None and has_turns) or not terms_ready
     return rebuild, terms_ready
 
 
@@ -145,17 +179,22 @@ def _has_vectors(conn: SyncConn) -> bool:
 
 
 def prepare_telling(conn: SyncConn, **kwargs: Any) -> tuple[bool, bool, str | None]:
-    """:func:`prepare`, plus why stored vectors were dropped (another model, or the same
-    name for another vector space), or None when nothing was lost: a first build, or
-    vectors only missing (turns indexed while keyword-only)."""
+    """:func:`prepare`, plus why stored vectors were dropped (another model, the same
+    name for another vector space, another ``embedding.turn_window``), or None when
+    nothing was lost: a first build, or vectors only missing (turns indexed while
+    keyword-only)."""
     row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (META_KEY,)).fetchone()
+    other = other_model(conn, kwargs["model_id"], kwargs.get("probe"))
+    window = other_window(conn, kwargs["radius"])
     had = _has_vectors(conn)
     rebuild, terms_ready = prepare(conn, **kwargs)
     lost = None
     if row is not None and row[0] != kwargs["model_id"]:
         lost = f"the model changed from {row[0]}"
-    elif had and not _has_vectors(conn):
+    elif had and other is not None:
         lost = "the model is another one under the same name"
+    elif had and window is not None:
+        lost = f"embedding.turn_window changed from {window} to {kwargs['radius']}"
     return rebuild, terms_ready, lost
 
 
@@ -299,8 +338,11 @@ def delete_abbreviation(conn: SyncConn, conversation_id: str) -> None:
 
 __all__ = [
     "META_KEY",
+    "WINDOW_KEY",
     "abbreviation_hash",
     "delete_abbreviation",
+    "drop_turn_windows",
+    "other_window",
     "prepare",
     "prune",
     "read_windows",

@@ -13,8 +13,9 @@ A window is final once the conversation holds the turns after it; until then it 
 re-embedded when those turns arrive (``turn_vectors.window_last`` records what it saw).
 ``index_meta['embedding_model']`` names the vector space; another model or dimension
 count marks every vector stale and they are rebuilt in the background
-(:mod:`bot.vector_store`). The word vectors of soft coverage are written alongside
-(:mod:`bot.term_vectors`).
+(:mod:`bot.vector_store`). ``index_meta['embedding_turn_window']`` names the radius the
+windows were made with; another one drops the turn windows alone, rebuilt alike. The
+word vectors of soft coverage are written alongside (:mod:`bot.term_vectors`).
 
 KNN over every turn (SPEC.md "Vector search cost"): an exact ``vec0`` scan of 200,000
 float vectors takes 100+ ms, so interactive search uses a two-stage scan instead
@@ -155,6 +156,7 @@ class VectorIndex(VectorRebuild, VectorSearch):
                     dims=dims,
                     build_terms=self.build_terms,
                     probe=probe,
+                    radius=self.radius,
                 )
             )
         else:
@@ -188,11 +190,14 @@ class VectorIndex(VectorRebuild, VectorSearch):
         else:
             self.terms.clear()
         if lost:
-            # stored vectors were dropped: search is keyword-only until they are rebuilt
+            # stored vectors were dropped (every one, or the turn windows alone): search
+            # by meaning is incomplete until they are rebuilt
             log.warning(
-                "stored vectors dropped (%s; now %s): rebuilding them in the background",
+                "stored vectors dropped (%s; now %s, turn window %d): rebuilding them in the"
+                " background",
                 lost,
                 model_id,
+                self.radius,
             )
         elif self.stale and self.rebuilds:
             # a first build (or turns indexed while keyword-only): normal, not a fault;

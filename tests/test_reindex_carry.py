@@ -273,3 +273,49 @@ def test_a_window_holding_a_forward_is_kept_too(store: Store) -> None:
     assert report["vectorsKept"]["turns"] == 8
     assert embedder.calls == []
     assert _vectors(config) == (windows, notes)
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["hashed", "before-migration-16"])
+def test_a_reindex_across_another_turn_window_carries_no_window(
+    store: Store, tmp_path: Path, legacy: bool
+) -> None:
+    """Regression (session 42): a window stored before its text hash was matched as if
+    made with the configured ``embedding.turn_window``: a conversation's last window,
+    embedded with one neighbour, was carried as the one with two it now reads, and the
+    daemon never noticed. The old index records its size: another one carries no window
+    (the notes are kept), and the rebuilt index records the configured one."""
+    path, config, _ = store
+
+    async def third_turns() -> None:  # (three turns: windows of 1 and 2 differ)
+        services = await open_services(config)
+        try:
+            for rec in await services.conversations.list():
+                await services.conversations.append_turn(rec.id, "user", "and the paddles?")
+        finally:
+            await shutdown_services(services)
+
+    asyncio.run(third_turns())
+    windows, notes = _embedded(path, config)
+    assert len(windows) == 9
+    if legacy:
+        conn = sqlite3.connect(str(config.index_path))
+        conn.execute("UPDATE turn_vectors SET text_hash = NULL")
+        conn.commit()
+        conn.close()
+    wider = {**EMBEDDING, "embedding": {**EMBEDDING["embedding"], "turn_window": 2}}
+    path.write_text(yaml.safe_dump(raw_config(tmp_path, **wider)), encoding="utf-8")
+    report = _reindex(path)
+    assert report["vectorsKept"] == {"turns": 0, "abbreviations": 1, "terms": 0}
+    assert report["vectorsOwed"] == {"turns": 9, "abbreviations": 0}
+    assert _vectors(config) == ({}, notes)
+    conn = sqlite3.connect(str(config.index_path))
+    try:
+        meta = conn.execute(
+            "SELECT value FROM index_meta WHERE key = 'embedding_turn_window'"
+        ).fetchone()
+    finally:
+        conn.close()
+    assert meta == ("2",)
+    # embedded at the new size, and kept by the next reindex
+    assert _reindex(path, "--vectors")["vectors"]["turns"] == 9
+    assert _reindex(path)["vectorsKept"]["turns"] == 9
