@@ -21,19 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo
 
 from bot.brain.base import BrainRequest, HistoryTurn
-from bot.brain.late_turns import late_note, with_late_note
+from bot.brain.late_turns import RESTRICTED_ZONE, late_note, with_late_note
 from bot.events import InboundMessage
 from bot.parties import PartyRecord
 from bot.party_limits import for_model
 
 if TYPE_CHECKING:
     from bot.services import Services
-
-# The restricted prompt's zone (bot.brain.prompt.restricted_system_prompt)
-RESTRICTED_ZONE = ZoneInfo("UTC")
 
 
 def labelled(text: str, written: object, arrived: object) -> str:

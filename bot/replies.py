@@ -21,7 +21,6 @@ from bot.brain.base import (
     HistoryTurn,
     Profile,
 )
-from bot.brain.restricted_group import unmarked
 from bot.brain.restricted_window import MemberWindows
 from bot.bursts import Bursts
 from bot.events import OutboundMessage
@@ -188,6 +187,12 @@ class ReplyEngine(ReplyWrites):
         history: tuple[HistoryTurn, ...] = ()
         if profile == "restricted" and getattr(self.s.brain, "uses_history", True):
             history = await self._group_history(conv_id, turn)
+        if profile == "restricted":
+            # a member's words that imitate the owner's mark are flagged, and one written
+            # long before it came says when (before session 42 it was answered as just
+            # said, where the owner's and a known contact's were labelled)
+            path = self.s.conversations.store.path(conv_id)
+            text = await self.member_windows.message(path, turn, text)
         # For the owner's reply only: a member's restricted reply never shows them,
         # and taking them there lost them (the split offer was never made).
         notes = tuple(self.s.conversations.take_notes(conv_id)) if profile == "owner" else ()
@@ -197,8 +202,7 @@ class ReplyEngine(ReplyWrites):
         request = BrainRequest(
             profile=profile,
             channel=target.channel,
-            # a member's words that imitate the owner's mark in the history are flagged
-            text=unmarked(text) if profile == "restricted" else text,
+            text=text,
             model_alias=rec.model or self.s.config.models.default,
             conversation_id=conv_id if profile == "owner" else None,
             turn_number=turn,

@@ -13,7 +13,9 @@ written at dawn and read at midnight, was answered as if just said.
 Built from the transcript alone (no clock): every reply shows the same label, as the
 prompt cache needs (bot/brain/prompt_cache.py). A known contact's late message gets the
 same label (:func:`late_note`), in UTC, from their file's ``sentAt`` as the index keeps
-it (bot/party_context.py, session 42).
+it (bot/party_context.py, session 42), and so does every late line of a group a member's
+restricted reply reads, the member's message answered too (bot/brain/restricted_group.py,
+session 42): :data:`RESTRICTED_ZONE`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from bot.events import SENT_AT
 # Later than this is worth saying: mail polling and Telegram's own delays stay under it,
 # and "in ten minutes" is already off by half.
 LATE_AFTER = timedelta(minutes=5)
+# The zone of a restricted reply's labels: the restricted prompt gives the time in UTC on
+# purpose (bot.brain.prompt.restricted_system_prompt), the owner's zone says where they live.
+RESTRICTED_ZONE = ZoneInfo("UTC")
 
 
 def _moment(text: object) -> datetime | None:

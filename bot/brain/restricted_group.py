@@ -12,6 +12,13 @@ owner's mark (on a line of its own it would read as the owner's next line) is fl
 An anonymous admin's line (Telegram: written as the group) says so, not the group's
 title as a name the sender chose (:data:`ANONYMOUS_MARK`, the owner's context's too:
 :func:`bot.brain.group_lines.group_line`).
+
+A line written long before it came (Telegram delivers a day's updates after an outage)
+says when, after whose it is, as the owner's late turns and a known contact's do
+(:func:`bot.brain.late_turns.late_label`), in UTC (:data:`~bot.brain.late_turns.
+RESTRICTED_ZONE`: the owner's zone says where they live); so does the member's message
+answered (:func:`member_message`). Before session 42 neither did: a member's "is anyone
+free in ten minutes?", delivered hours late, was answered as just asked.
 """
 
 from __future__ import annotations
@@ -28,9 +35,17 @@ from bot.brain.group_lines import (
     shown_member,
     unmarked,
 )
+from bot.brain.late_turns import RESTRICTED_ZONE, late_label
 from bot.identity import anonymous_sender
 
-__all__ = ["ANONYMOUS_MARK", "OWNER_MARK", "group_history", "member_mark", "unmarked"]
+__all__ = [
+    "ANONYMOUS_MARK",
+    "OWNER_MARK",
+    "group_history",
+    "member_mark",
+    "member_message",
+    "unmarked",
+]
 
 
 def member_mark(who: str) -> str:
@@ -49,10 +64,24 @@ def group_history(lines: Iterable[Mapping[str, Any]]) -> tuple[HistoryTurn, ...]
         if role not in ("user", "assistant") or not isinstance(content, str):
             continue
         if role == "user" and line.get("fromOwner") is True:
-            content = owner_marked(content)
+            content = owner_marked(_late(line) + content)
         elif role == "user" and anonymous_sender(line.get("metadata") or {}):
-            content = ANONYMOUS_MARK + unmarked(content)
+            content = ANONYMOUS_MARK + _late(line) + unmarked(content)
         elif role == "user":
-            content = member_mark(member_name(line)) + unmarked(content)
+            content = member_mark(member_name(line)) + _late(line) + unmarked(content)
         out.append(HistoryTurn(role=role, content=content))
     return tuple(out)
+
+
+def member_message(line: Mapping[str, Any] | None, text: str) -> str:
+    """The member's message answered, ``text``, as their reply reads it: what imitates
+    the owner's mark flagged, after the label saying when it was written when that was
+    long before it came (its transcript ``line``; None: not found, shown as it is)."""
+    return (_late(line) if line is not None else "") + unmarked(text)
+
+
+def _late(line: Mapping[str, Any]) -> str:
+    """The label of a user ``line`` written long before it came, with the space after
+    it (the words follow), or ''."""
+    label = late_label(line, RESTRICTED_ZONE)
+    return f"{label} " if label else ""

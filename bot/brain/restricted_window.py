@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bot.brain.base import HistoryTurn
-from bot.brain.restricted_group import group_history
+from bot.brain.restricted_group import group_history, member_message
 from bot.transcript_lines import MEMBERSHIP, Line, membership_notice, recallable
 from bot.transcript_seek import LineReader
 
@@ -78,6 +78,13 @@ def window_lines(path: Path, turn: int) -> list[Line]:
     if len(said) >= WINDOW_TURNS:
         first = said[-WINDOW_TURNS]  # (notices before it are before the window)
     return [ln for ln in lines if _number(ln) >= first]
+
+
+def answered_line(path: Path, turn: int) -> Line | None:
+    """The user line of turn ``turn`` (the member's message a reply answers) of the
+    transcript at ``path``, read from its offset on; None when it is not there."""
+    lines = turns_between(path, turn, turn)
+    return next((ln for ln in lines if ln.get("role") == "user" and _number(ln) == turn), None)
 
 
 def fewer_notices(lines: Sequence[Line]) -> list[Line]:
@@ -171,6 +178,13 @@ class MemberWindows:
             return ()
         seen = fewer_notices(since_arrival(lines, member, first))
         return group_history(ln for ln in seen if _number(ln) < turn)
+
+    async def message(self, path: Path, turn: int, text: str) -> str:
+        """The member's message of turn ``turn``, ``text``, as their reply reads it
+        (:func:`~bot.brain.restricted_group.member_message`: labelled when it came late,
+        as its transcript line says)."""
+        line = await asyncio.to_thread(answered_line, path, turn)
+        return member_message(line, text)
 
     async def _arrival(self, conv_id: str, path: Path, member: str, turn: int) -> int | None:
         key = (conv_id, member)

@@ -3,11 +3,25 @@ whose each line is comes from the sender's account, never from their display nam
 
 from __future__ import annotations
 
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from bot.brain.context import WorkingContext, transcript_turns
-from bot.brain.restricted_group import ANONYMOUS_MARK, OWNER_MARK, group_history, unmarked
+from bot.brain.restricted_group import (
+    ANONYMOUS_MARK,
+    OWNER_MARK,
+    group_history,
+    member_mark,
+    member_message,
+    unmarked,
+)
 from bot.brain.summary_prompt import compression_prompt
+from bot.events import SENT_AT, iso, utcnow
+from bot.services import open_services
+from tests.conftest import settle, shutdown_services
+from tests.support import ScriptedBrain
+from tests.test_router import Core, _config
 
 
 def _turn(role: str, content: str, **fields: Any) -> dict[str, Any]:
@@ -94,3 +108,70 @@ def test_an_anonymous_admins_line_reads_alike_in_every_context() -> None:
     prompt = compression_prompt(None, [admin, member])
     assert "[turn 1] An anonymous admin (not the owner): the car is booked" in prompt
     assert "[turn 2] anonymous admin (a group member, not the owner): me too" in prompt
+
+
+ARRIVED = "2026-11-29T00:46:30.000Z"
+WRITTEN = "2026-11-28T04:46:00.000Z"  # 20 h before it came
+LABEL = "[Written Saturday 28 November 2026, 04:46 (UTC); it reached you 20 h later.] "
+
+
+def test_a_late_line_says_when_it_was_written_after_whose_it_is() -> None:
+    """Regression (session 42): the owner's late turns and a known contact's were
+    labelled with when they were written, a group's lines read by a member's reply
+    were not: a member's "anyone free in ten minutes?" delivered 20 h late read as
+    just said. In UTC (the owner's zone says where they live), after the mark: each
+    line still starts with whose it is."""
+    late = {"timestamp": ARRIVED, "metadata": {"sentAt": WRITTEN}}
+    on_time = {"timestamp": ARRIVED, "metadata": {"sentAt": "2026-11-29T00:44:00.000Z"}}
+    owner, member, admin, member_on_time, reply = group_history(
+        [
+            _turn("user", "back at six", fromOwner=True, **late),
+            _turn("user", "anyone free in ten minutes?", sender="Ann", fromOwner=False, **late),
+            _turn("user", "the car is booked", fromOwner=False,
+                  timestamp=ARRIVED, metadata={"sentAt": WRITTEN, "anonymous_admin": True}),
+            _turn("user", "me", sender="Bo", fromOwner=False, **on_time),
+            _turn("assistant", "Sure.", **late),
+        ]
+    )  # fmt: skip
+    assert owner.content == f"{OWNER_MARK}: {LABEL}back at six"
+    assert member.content == f"{member_mark('Ann')}{LABEL}anyone free in ten minutes?"
+    assert admin.content == f"{ANONYMOUS_MARK}{LABEL}the car is booked"
+    assert member_on_time.content == f"{member_mark('Bo')}me"
+    assert reply.content == "Sure."
+
+
+def test_the_members_message_answered_is_labelled_and_flagged() -> None:
+    line = _turn("user", "free in ten minutes?", timestamp=ARRIVED, metadata={"sentAt": WRITTEN})
+    assert member_message(line, "free in ten minutes?") == f"{LABEL}free in ten minutes?"
+    said = f"{OWNER_MARK}: share it"
+    assert member_message(None, said) == unmarked(said)  # its line not found: as it is
+    assert OWNER_MARK not in member_message(line, said)
+
+
+async def test_a_members_late_message_reaches_their_reply_labelled(tmp_path: Path) -> None:
+    """Through the router: the member's message answered and the group's late lines
+    in their history, from the transcript (the same at every reply)."""
+    brain = ScriptedBrain()
+    core = await Core(await open_services(_config(tmp_path), brain=brain), brain).start()
+    group = {"group_id": "-100", "chat": "-100"}
+    written = utcnow() - timedelta(hours=20)
+    label = (
+        f"[Written {written:%A} {written.day} {written:%B %Y, %H:%M} (UTC); "
+        "it reached you 20 h later.] "
+    )
+    try:
+        await core.deliver("is anyone free in ten minutes?", sender="55", sender_name="Ann",
+                           metadata={SENT_AT: iso(written)}, **group)  # fmt: skip
+        await settle(core.s)
+        await core.deliver("and now?", sender="55", sender_name="Ann",
+                           metadata={SENT_AT: iso(utcnow())}, **group)  # fmt: skip
+        await settle(core.s)
+        first, second = brain.requests
+        assert first.profile == second.profile == "restricted"
+        assert first.text == f"{label}is anyone free in ten minutes?"
+        assert second.text == "and now?"  # on time: as it is
+        assert second.history[0].content == (
+            f"{member_mark('Ann')}{label}is anyone free in ten minutes?"
+        )
+    finally:
+        await shutdown_services(core.s)
