@@ -2,7 +2,7 @@
 
 A channel that can tell a forwarded message inside a message's text (e-mail: the
 markers of the common mail clients, an attached ``message/rfc822``: channels/email/
-quotes.py) hands the text over whole (a third party's forward is all theirs, and their
+forward_marks.py) hands the text over whole (a third party's forward is all theirs, and their
 escalation quotes it all) and names the forwarded block in the metadata key
 :data:`FORWARDED`: ``{"text": ..., "from": ..., "date": ..., "subject": ...}``, the
 text exactly as it stands in the message's text, the headers as the block gives them.

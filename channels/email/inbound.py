@@ -22,9 +22,10 @@ from channels.email.auth import AuthVerdict, verify_sender
 from channels.email.compose import answer_addresses, is_reply_subject, one_line, subject_base
 from channels.email.dedup import dedup_key
 from channels.email.dsn import Bounce
+from channels.email.forward_marks import forward_headers
 from channels.email.outgoing import reply_all_readers
 from channels.email.parsing import ParsedMail, attachment_lines
-from channels.email.quotes import body_parts, forward_headers
+from channels.email.quotes import body_parts
 from channels.email.receipts import ReadReceipt
 from channels.email.thread_index import ROOT_BYTES, thread_ref
 

@@ -1,0 +1,114 @@
+"""Where a forwarded message starts and ends in a mail's text, and what its headers say.
+
+A forwarded message is not history but what the sender wants read: from a forward
+marker on ("---------- Forwarded message ---------", "Begin forwarded message:",
+"-------- Forwarded Message --------" and their translations) the text is kept as it
+is, up to where the client marks the forward's end (:func:`forward_end`: an "End of
+Forwarded Message" line, or the end of a ``>`` block the forward is quoted in,
+followed by unquoted text). Nothing marking it, the forward runs to the end.
+:func:`forward_headers` reads its From, Date (or Sent) and Subject lines.
+
+Which lines are the sender's own, history, or a forward (for a mail whose subject says
+it is a forward, also an Outlook header block) is channels/email/quotes.py's to say;
+this module knows the clients' marks.
+"""
+
+from __future__ import annotations
+
+import re
+
+_FORWARD = re.compile(
+    r"^\s*([-=_*]{2,}\s*(forwarded message|weitergeleitete nachricht|message transféré|"
+    r"mensaje reenviado|messaggio inoltrato|doorgestuurd bericht|mensagem encaminhada|"
+    r"vidarebefordrat meddelande|videresendt meddelelse|videresendt melding|"
+    r"wiadomość przekazana dalej|přeposlaná zpráva|пересылаемое сообщение)\s*[-=_*]{2,}|"
+    r"begin forwarded message|anfang der weitergeleiteten nachricht|"
+    r"début du message réexpédié|inicio del mensaje reenviado|inizio messaggio inoltrato|"
+    r"begin doorgestuurd bericht)\s*:?\s*$",
+    re.IGNORECASE,
+)
+# Where a client marks a forwarded message's end (Thunderbird, Evolution, mutt, K-9 and
+# their translations): what the sender types below it is theirs again.
+_FORWARD_END = re.compile(
+    r"^\s*[-=_*]*\s*(end of (the )?forwarded (message|mail|e-?mail)|end forwarded (message|mail)|"
+    r"ende der weitergeleiteten nachricht|fin du message (transféré|réexpédié)|"
+    r"fin del mensaje reenviado|fine (del )?messaggio inoltrato|einde (van het )?doorgestuurd"
+    r" bericht)\s*[-=_*]*\s*:?\s*$",
+    re.IGNORECASE,
+)
+_QUOTE = re.compile(r"^\s*>")  # (as quotes.py reads a quoted line)
+
+
+def is_forward_marker(line: str) -> bool:
+    """Whether ``line`` is a mail client's forward marker: a forwarded message starts."""
+    return _FORWARD.match(line) is not None
+
+
+def forward_end(lines: list[str], start: int) -> int:
+    """The index past the last line of the forwarded message that starts at ``start``:
+    past its client's end marker ("-------- End of Forwarded Message --------", a
+    forward inside it ending at its own), else past the ``>`` block it is quoted in when
+    unquoted text follows that block; else the end of the text (nothing marks where it
+    ends: what follows may be the forwarded mail's own, kept in it as before)."""
+    depth = 1
+    for k in range(start + 1, len(lines)):
+        if _FORWARD.match(lines[k]):
+            depth += 1
+        elif _FORWARD_END.match(lines[k]):
+            depth -= 1
+            if depth == 0:
+                return k + 1
+    # A forward quoted whole (the marker, perhaps its header lines, then "> " lines):
+    # it ends with the quote when the sender writes on below it.
+    k = start + 1
+    while k < len(lines) and not lines[k].strip():
+        k += 1
+    while k < len(lines) and lines[k].strip() and not _QUOTE.match(lines[k]):
+        if _HEADER_LINE.match(lines[k]) is None:
+            return len(lines)  # the forwarded text itself, unquoted
+        k += 1
+    while k < len(lines) and not lines[k].strip():
+        k += 1
+    if k == len(lines) or not _QUOTE.match(lines[k]):
+        return len(lines)
+    last = k
+    while k < len(lines) and (_QUOTE.match(lines[k]) or not lines[k].strip()):
+        if lines[k].strip():
+            last = k
+        k += 1
+    return last + 1 if k < len(lines) else len(lines)
+
+
+# The header lines of a forwarded message, by what they say (the labels of the
+# languages the markers above are in).
+_FORWARD_HEADERS = {
+    "from": ("from", "von", "de", "da", "van", "från", "fra", "od", "от"),
+    "date": ("date", "sent", "datum", "gesendet", "envoyé", "date d'envoi", "enviado",
+             "fecha", "inviato", "data", "verzonden", "skickat", "sendt", "wysłano"),
+    "subject": ("subject", "betreff", "objet", "asunto", "oggetto", "onderwerp", "ämne",
+                "emne", "temat", "předmět", "тема"),
+}  # fmt: skip
+_HEADER_LINE = re.compile(r"^\s*\*?([^:*\n]{1,20}?)\s*:\s*\*?\s*(.*?)\s*$")
+
+
+def forward_headers(block: str) -> dict[str, str]:
+    """From, Date (or Sent) and Subject of a forwarded ``block``, as its header lines
+    (the first that say each, before its first blank line after them) give them."""
+    found: dict[str, str] = {}
+    started = False
+    for line in block.split("\n")[:30]:
+        if not line.strip():
+            if started:
+                break
+            continue
+        match = _HEADER_LINE.match(line)
+        if match is None:
+            if started:
+                break
+            continue
+        started = True
+        label = match.group(1).strip().lower()
+        for key, labels in _FORWARD_HEADERS.items():
+            if label in labels and key not in found and match.group(2):
+                found[key] = match.group(2)
+    return found
