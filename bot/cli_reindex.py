@@ -43,8 +43,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from bot.journal import journal_in_use
     from bot.recovery_reindex import save_before_reindex
     from bot.reindex_carry import carry_vectors
+    from bot.service_data_dir import DataDirError, check_data_dir
     from bot.service_databases import DatabaseOpenError, check_state
-    from bot.services import DataDirError, check_data_dir
 
     config = command_config(args, secrets=False)
     setup_logging(command_log_level(config.logging.level))

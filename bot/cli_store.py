@@ -65,15 +65,9 @@ async def _open_and_run(
     config: AppConfig, fn: Any, recover_now: bool, download_models: bool
 ) -> Any:
     from bot.index_rescue import is_corruption, is_storage_refusal
+    from bot.service_data_dir import DataDirError, DataDirFull, full_disk_write
     from bot.service_databases import state_damage
-    from bot.services import (
-        DatabaseOpenError,
-        DataDirError,
-        DataDirFull,
-        close_services,
-        full_disk_write,
-        open_services,
-    )
+    from bot.services import DatabaseOpenError, close_services, open_services
 
     # A command delivers no message: the ref filter (a read of every ref) would only
     # cost it time, 1.8 s of a 3.5 s `conversations list` at 10,000.

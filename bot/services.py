@@ -2,7 +2,8 @@
 
 ``open_services`` is what the daemon, the CLI, the benchmarks and the tests use to get a
 working core in-process; channels receive the :class:`Services` (its parts and their
-health: bot/service_parts.py) in their constructor.
+health: bot/service_parts.py) in their constructor. The data directory is checked, and on
+a full disk read as it is, by bot/service_data_dir.py.
 What is done once with them at start, answering the replies a restart owes, is in
 bot/resume.py.
 """
@@ -10,10 +11,8 @@ bot/resume.py.
 from __future__ import annotations
 
 import asyncio
-import errno
 import gc
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 from bot.arrivals import IncomingFlow
@@ -23,19 +22,14 @@ from bot.external import ExternalStore
 from bot.hooks import EventBus
 from bot.identity import OwnerIdentities
 from bot.index import ConversationIndex
-from bot.index_rescue import (
-    is_corruption,
-    is_storage_refusal,
-    mark_damaged,
-    set_aside,
-    set_aside_marked,
-)
+from bot.index_rescue import is_corruption, mark_damaged, set_aside, set_aside_marked
 from bot.journal_files import journal_lock_path, lock_holder
 from bot.outbox import Outbox
 from bot.recovery import recover
 from bot.replies import ReplyEngine
 from bot.schema import create_vector_tables, vector_tables_exist
 from bot.search import SearchService
+from bot.service_data_dir import DataDirError, check_data_dir, opened_read_only
 from bot.service_databases import DatabaseOpenError, IndexCorrupt, close_all, open_databases
 from bot.service_parts import Services
 from bot.tasks import spawn
@@ -46,12 +40,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("my_agent.services")
 
-# the databases' errors live with their opening, the Services object in
-# bot/service_parts.py; importers of this module use these names
+# the databases' errors live with their opening, the data directory's with its check
+# (bot/service_data_dir.py), the Services object in bot/service_parts.py; importers of
+# this module use these names
 __all__ = [
     "ChannelStartError",
     "DataDirError",
-    "DataDirFull",
     "DataDirInUse",
     "DatabaseOpenError",
     "IndexCorrupt",
@@ -62,62 +56,12 @@ __all__ = [
 ]
 
 
-class DataDirError(Exception):
-    """The data directory cannot be created or written (exit 73)."""
-
-
-class DataDirFull(DataDirError):
-    """The data directory's file system is full (exit 73 where a write is needed: a
-    reading command opens the store read-only instead, ``open_services(read_only=True)``)."""
-
-
 class DataDirInUse(Exception):
     """Another daemon runs on this data directory (exit 75: try again later)."""
 
 
 class ChannelStartError(Exception):
     """A channel cannot start, e.g. its address is in use (exit 69)."""
-
-
-def check_data_dir(config: AppConfig) -> None:
-    """Make the data directory's folders and prove it takes writes, or raise
-    :class:`DataDirError` saying why (a read-only file system named as such)."""
-    try:
-        config.conversations_dir.mkdir(parents=True, exist_ok=True)
-        config.external_dir.mkdir(parents=True, exist_ok=True)
-        probe = config.data_dir / ".write-test"
-        try:
-            probe.write_bytes(b"ok")
-        finally:
-            # On a full disk the file is made and its two bytes are refused: it stayed
-            # behind, empty, in the owner's data directory after every refused start.
-            probe.unlink(missing_ok=True)
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DataDirFull(
-                f"the file system of data directory {config.data_dir} is full ({exc}): "
-                "free space and try again"
-            ) from exc
-        if exc.errno == errno.EROFS and not config.data_dir.exists():
-            # a first start in a read-only place: there is nothing to copy
-            raise DataDirError(
-                f"data directory {config.data_dir} cannot be created: the file system is "
-                "read-only; run my-agent from a writable directory, or set data_dir "
-                "(MY_AGENT_DATA_DIR) to one"
-            ) from exc
-        if exc.errno == errno.EROFS:
-            # a snapshot or a backup mounted read-only: every command writes the index
-            # (it catches up with the transcripts), and "not usable" said no more
-            raise DataDirError(
-                f"data directory {config.data_dir} is on a read-only file system: my-agent "
-                "writes its index even to search it; copy the directory somewhere writable "
-                "and point --config at the copy"
-            ) from exc
-        raise DataDirError(f"data directory {config.data_dir} is not usable: {exc}") from exc
-    try:
-        os.chmod(config.data_dir, 0o700)
-    except OSError:
-        pass
 
 
 def build_brain(config: AppConfig, services: Services) -> Brain:
@@ -174,7 +118,7 @@ async def open_services(
         "load_refs": load_refs,
     }
     if read_only:
-        return await _read_only_services(config, options)
+        return await opened_read_only(config, _open_services(config, **options, read_only=True))
     if exclusive:  # damage the last run found while running (bot/index_rescue.py)
         set_aside_marked(config.index_path, config.conversations_dir)
     try:
@@ -188,28 +132,6 @@ async def open_services(
             log.exception("cannot set the corrupt %s aside", config.index_path)
             raise exc from None
     return await _open_services(config, **options)
-
-
-async def _read_only_services(config: AppConfig, options: dict[str, Any]) -> Services:
-    """:func:`open_services` on a full disk, for a command that only reads: before
-    session 42 ``search`` and ``conversations`` exited 73 there even with nothing to
-    write (the write probe of :func:`check_data_dir` refused them)."""
-    try:
-        return await _open_services(config, **options, read_only=True)
-    except Exception as exc:
-        if not is_storage_refusal(exc):
-            raise
-        raise DataDirFull(full_disk_write(config, exc)) from exc
-
-
-def full_disk_write(config: AppConfig, exc: BaseException) -> str:
-    """What a reading command says when, on a full disk, it would have to write: the
-    index catching up with the transcripts (or a migration, a journal to replay)."""
-    return (
-        f"the file system of data directory {config.data_dir} is full, and the index must "
-        "be written before it can be read (it is behind the transcripts, or this my-agent "
-        f"has to update it: {exc}): free space and try again"
-    )
 
 
 async def _open_services(

@@ -543,7 +543,7 @@ async def test_a_full_disk_is_named_instead_of_a_stuck_daemon(tmp_path: Path) ->
 def test_a_first_start_on_a_read_only_file_system_says_where_to_run(tmp_path: Path) -> None:
     # Regression: `my-agent run` in a read-only directory said "copy the directory
     # somewhere writable" of a data directory that did not exist yet.
-    from bot.services import DataDirError, check_data_dir
+    from bot.service_data_dir import DataDirError, check_data_dir
 
     mount = tmp_path / "ro"
     mount_tmpfs(mount, "1m")
@@ -563,7 +563,7 @@ def test_a_full_disk_leaves_no_empty_files_in_the_data_directory(tmp_path: Path)
     # Regression: on a full disk a file is made and its bytes refused, so the start's
     # write probe (".write-test") and the status file's temporary copy
     # ("daemon.json.tmp") stayed behind as empty files in the owner's data directory.
-    from bot.services import DataDirError, check_data_dir
+    from bot.service_data_dir import DataDirError, check_data_dir
 
     config = _config(tmp_path)
     mount_tmpfs(config.data_dir, "4m")
