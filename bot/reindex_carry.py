@@ -11,11 +11,8 @@ copied into the new one:
   :attr:`bot.embedding.EmbeddingService.model_id`). Its probe is copied with it, so the
   daemon's open still drops every vector should another model answer to that name
   (:func:`bot.vector_store.prepare`), as it would have with the old index;
-- a turn window: the hash of its text over the rebuilt turns (:func:`bot.vectors.
-  window_text`) is the old vector's ``turn_vectors.text_hash`` (migration 16); for a
-  vector stored before that, the hash of the window the old index's own turns give, up
-  to the ``window_last`` it recorded, at this ``embedding.turn_window`` (what the daemon
-  itself relies on to keep a vector). None when the old index records another
+- a turn window: its text is the one the old vector embedded, by its hash
+  (bot/reindex_windows.py); none when the old index records another
   ``embedding.turn_window`` (``index_meta.embedding_turn_window``: the daemon would drop
   every window at its start, :func:`bot.vector_store.prepare`); an old index without
   that record is taken as made with the configured one, as the daemon takes it;
@@ -41,15 +38,13 @@ from typing import Any
 import numpy as np
 
 from bot.db import SyncConn, connect_sync
-from bot.forwards import window_part
+from bot.reindex_windows import Windows, matched_windows
 from bot.schema import create_vector_tables
 from bot.vector_codec import sign_bits
 from bot.vector_store import META_KEY, PROBE_KEY, WINDOW_KEY, text_digest
-from bot.vectors import WINDOW_CHARS, window_text
 
 log = logging.getLogger("my_agent.vectors")
 
-CONVERSATIONS_AT_ONCE = 256  # conversations matched per read of either index
 ROWS_AT_ONCE = 2048  # vectors read from the old index, and written, at a time
 
 KEPT_NONE = {"turns": 0, "abbreviations": 0, "terms": 0}
@@ -119,7 +114,6 @@ async def _carry(s: Any, old: SyncConn, model_id: str) -> dict[str, int]:
     # (the windows carried, or embedded later, are of the configured radius)
     meta[WINDOW_KEY] = str(radius)
     await s.index_db.run(functools.partial(_start_new, dims=dims, meta=meta))
-    windows: dict[int, list[tuple[int, str, int, str]]] = {}  # old id -> the new windows
     notes: dict[str, str] = {}  # conversation id -> the hash of its rebuilt notes
     ids = await s.index_db.run(
         lambda c: c.execute("SELECT id, abbreviation FROM conversations ORDER BY id").fetchall(),
@@ -130,14 +124,7 @@ async def _carry(s: Any, old: SyncConn, model_id: str) -> dict[str, int]:
         if text:
             notes[str(conv_id)] = text_digest(text)
     conv_ids = [] if resized else [str(i) for i, _ in ids]
-    for start in range(0, len(conv_ids), CONVERSATIONS_AT_ONCE):
-        chunk = conv_ids[start : start + CONVERSATIONS_AT_ONCE]
-        new = await s.index_db.run(lambda c, ch=chunk: _recall_turns(c, ch), write=False)
-        before = await asyncio.to_thread(_old_windows, old, chunk)
-        for conv_id, turns in new.items():
-            old_turns, done = before.get(conv_id, ([], {}))
-            for old_id, target in match_windows(turns, old_turns, done, radius):
-                windows.setdefault(old_id, []).append((target[0], conv_id, target[1], target[2]))
+    windows = await matched_windows(s, old, conv_ids, radius)
     kept = dict(KEPT_NONE)
     kept["turns"] = await _copy(s, old, _turn_rows(old, windows, dims), _store_turns)
     kept["abbreviations"] = await _copy(s, old, _note_rows(old, notes, dims), _store_notes)
@@ -174,76 +161,6 @@ def drop_carried(conn: SyncConn) -> None:
     conn.execute("DELETE FROM index_meta WHERE key IN (?, ?, ?)", (META_KEY, PROBE_KEY, WINDOW_KEY))
 
 
-Turns = list[tuple[int, str]]  # a conversation's recallable turns (id, content), in order
-
-
-def _recall_turns(conn: SyncConn, conv_ids: list[str]) -> dict[str, Turns]:
-    """The recallable turns of ``conv_ids`` as their windows hold them (a forward the
-    owner's turn keeps after their words, :func:`bot.forwards.window_part`, as
-    bot/vectors.py embeds it; an index before migration 19 has none)."""
-    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(turns)")}
-    forwarded = "forwarded" if "forwarded" in columns else "NULL"
-    marks = ",".join("?" * len(conv_ids))
-    found: dict[str, Turns] = {}
-    for turn_id, conv_id, content, forward in conn.execute(
-        f"SELECT id, conversation_id, content, {forwarded} FROM turns "
-        f"WHERE conversation_id IN ({marks}) AND recall = 1 "
-        "ORDER BY conversation_id, turn_number, id",
-        conv_ids,
-    ):
-        text = window_part(str(content), forward, WINDOW_CHARS)
-        found.setdefault(str(conv_id), []).append((int(turn_id), text))
-    return found
-
-
-def _old_windows(
-    old: SyncConn, conv_ids: list[str]
-) -> dict[str, tuple[Turns, dict[int, tuple[int, str | None]]]]:
-    """The old index's turns of ``conv_ids`` and their vectors' records (turn id ->
-    (window_last, text_hash: None before migration 16))."""
-    turns = _recall_turns(old, conv_ids)
-    columns = {str(r[1]) for r in old.execute("PRAGMA table_info(turn_vectors)")}
-    digest = "text_hash" if "text_hash" in columns else "NULL"
-    marks = ",".join("?" * len(conv_ids))
-    done: dict[str, dict[int, tuple[int, str | None]]] = {}
-    for turn_id, conv_id, last, text_hash in old.execute(
-        f"SELECT turn_id, conversation_id, window_last, {digest} FROM turn_vectors "
-        f"WHERE conversation_id IN ({marks})",
-        conv_ids,
-    ):
-        done.setdefault(str(conv_id), {})[int(turn_id)] = (int(last), text_hash)
-    return {c: (turns.get(c, []), done.get(c, {})) for c in set(turns) | set(done)}
-
-
-def match_windows(
-    new: Turns, old: Turns, done: dict[int, tuple[int, str | None]], radius: int
-) -> list[tuple[int, tuple[int, int, str]]]:
-    """The windows of a conversation's rebuilt turns ``new`` that an old vector embedded
-    word for word: (old turn id, (new turn id, its window_last, the text's hash)).
-    ``old``: its turns in the old index, ``done``: their vectors' records."""
-    if not done or not new:
-        return []
-    where = {turn_id: at for at, (turn_id, _) in enumerate(old)}
-    old_texts = [content for _, content in old]
-    by_text: dict[str, int] = {}
-    for turn_id, (last, digest) in done.items():
-        if digest is None:  # stored before migration 16: the old turns tell its text
-            at, upto = where.get(turn_id), where.get(last)
-            if at is None or upto is None or not at <= upto <= at + radius:
-                continue
-            digest = text_digest(window_text(old_texts[: upto + 1], at, radius))
-        by_text.setdefault(digest, turn_id)
-    texts = [content for _, content in new]
-    found: list[tuple[int, tuple[int, int, str]]] = []
-    for at, (turn_id, _) in enumerate(new):
-        digest = text_digest(window_text(texts, at, radius))
-        source = by_text.get(digest)
-        if source is not None:
-            last = new[min(at + radius, len(new) - 1)][0]
-            found.append((source, (turn_id, last, digest)))
-    return found
-
-
 Rows = Iterator[list[tuple[Any, ...]]]
 
 
@@ -278,9 +195,7 @@ def _agree(floats: list[bytes], halves: list[bytes], dims: int) -> np.ndarray:
     return ok
 
 
-def _turn_rows(
-    old: SyncConn, windows: dict[int, list[tuple[int, str, int, str]]], dims: int
-) -> Rows:
+def _turn_rows(old: SyncConn, windows: Windows, dims: int) -> Rows:
     """The carried windows' rows for :func:`_store_turns`, by a scan of the old
     ``turns_vec`` (a point read of vec0 costs a scan of its own: 0.4 ms each)."""
     if not windows:
@@ -378,4 +293,4 @@ def _store_terms(conn: SyncConn, rows: list[tuple[Any, ...]]) -> None:
     conn.executemany("INSERT OR IGNORE INTO term_vectors (term, vector) VALUES (?, ?)", rows)
 
 
-__all__ = ["carry_vectors", "drop_carried", "match_windows"]
+__all__ = ["carry_vectors", "drop_carried"]
