@@ -2,10 +2,11 @@
 
 A forwarded message is not history but what the sender wants read: from a forward
 marker on ("---------- Forwarded message ---------", "Begin forwarded message:",
-"-------- Forwarded Message --------" and their translations) the text is kept as it
-is, up to where the client marks the forward's end (:func:`forward_end`: an "End of
-Forwarded Message" line, or the end of a ``>`` block the forward is quoted in,
-followed by unquoted text). Nothing marking it, the forward runs to the end.
+"-------- Forwarded Message --------" and their translations, mutt's "----- Forwarded
+message from <sender> -----") the text is kept as it is, up to where the client marks
+the forward's end (:func:`forward_end`: an "End of Forwarded Message" line, mutt's
+"----- End forwarded message -----", or the end of a ``>`` block the forward is quoted
+in, followed by unquoted text). Nothing marking it, the forward runs to the end.
 :func:`forward_headers` reads its From, Date (or Sent) and Subject lines.
 
 Which lines are the sender's own, history, or a forward (for a mail whose subject says
@@ -36,12 +37,17 @@ _FORWARD_END = re.compile(
     r" bericht)\s*[-=_*]*\s*:?\s*$",
     re.IGNORECASE,
 )
+# mutt's (and NeoMutt's) names the sender, "----- Forwarded message from Ana <a@x> -----"
+# (its forward_attribution_intro), matched on the stripped line: before session 42 it
+# was no marker, and the header block below it was dropped as a reply's history, the
+# forwarded mail with it (its end, "----- End forwarded message -----", was known).
+_MUTT_FORWARD = re.compile(r"[-=_*]{2,}\s*forwarded message from\s.*[-=_*]{2}", re.IGNORECASE)
 _QUOTE = re.compile(r"^\s*>")  # (as quotes.py reads a quoted line)
 
 
 def is_forward_marker(line: str) -> bool:
     """Whether ``line`` is a mail client's forward marker: a forwarded message starts."""
-    return _FORWARD.match(line) is not None
+    return _FORWARD.match(line) is not None or _MUTT_FORWARD.fullmatch(line.strip()) is not None
 
 
 def forward_end(lines: list[str], start: int) -> int:
@@ -52,7 +58,7 @@ def forward_end(lines: list[str], start: int) -> int:
     ends: what follows may be the forwarded mail's own, kept in it as before)."""
     depth = 1
     for k in range(start + 1, len(lines)):
-        if _FORWARD.match(lines[k]):
+        if is_forward_marker(lines[k]):
             depth += 1
         elif _FORWARD_END.match(lines[k]):
             depth -= 1

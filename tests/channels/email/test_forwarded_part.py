@@ -50,6 +50,13 @@ CLIENTS = {
         "Mallory <m@evil.example>",
         "Saturday, November 28, 2026 10:00 AM",
     ),
+    "mutt": (  # (session 42: no marker, its headers dropped as a reply's history)
+        "----- Forwarded message from Mallory <m@evil.example> -----\n\n"
+        "Date: Sat, 28 Nov 2026 10:00:00 +0100\nFrom: Mallory <m@evil.example>\n"
+        "To: Olga <o@example.org>\nSubject: Invoice\n",
+        "Mallory <m@evil.example>",
+        "Sat, 28 Nov 2026 10:00:00 +0100",
+    ),
     "outlook-original": (
         "-----Original Message-----\nFrom: Mallory <m@evil.example>\n"
         "Sent: Saturday, November 28, 2026 10:00 AM\nTo: Olga <o@example.org>\n"
@@ -124,6 +131,7 @@ ENDED = {
         f"{CLIENTS['thunderbird'][0]}\n{BODY}\n\n-------- End of Forwarded Message --------"
     ),
     "end-forwarded": f"{CLIENTS['gmail'][0]}\n{BODY}\n---------- End forwarded message ----------",
+    "mutt-end": f"{CLIENTS['mutt'][0]}\n{BODY}\n\n----- End forwarded message -----",
     "quoted": "-------- Forwarded Message --------\nSubject: Invoice\nFrom: M <m@evil.example>\n\n"
     + "\n".join(f"> {line}" for line in BODY.split("\n")),
     "quoted-bare": "Begin forwarded message:\n\n"
@@ -175,3 +183,27 @@ def test_the_core_keeps_the_words_below_as_the_owners() -> None:
     msg = own_words(to_inbound(parse_message(raw), raw, 1, "1", EmailChannelConfig()))
     assert msg.text == f"Subject: Fwd: Invoice\n\n{NOTE}\n\n{QUESTION}"
     assert msg.metadata["forwarded"]["text"] == block
+
+
+def test_a_mutt_forward_is_a_forward_under_mutts_own_subject() -> None:
+    # Regression (session 42): mutt's "----- Forwarded message from ... -----" was no
+    # forward marker, and its subject ("[sender: subject]", forward_format) says nothing
+    # either: the header block below the marker was dropped as a reply's history, the
+    # forwarded mail and the owner's question below its end marker with it.
+    from bot.forwards import own_words
+
+    block = ENDED["mutt-end"]
+    text = f"{NOTE}\n\n{block}\n\n{QUESTION}\n\n-- \nOlga\n"
+    assert forwarded_part(text) == block
+    assert strip_reply(text) == f"{NOTE}\n\n{block}\n\n{QUESTION}"
+    assert forward_headers(block) == {
+        "from": "Mallory <m@evil.example>",
+        "date": "Sat, 28 Nov 2026 10:00:00 +0100",
+        "subject": "Invoice",
+    }
+    raw = _mail(text, subject="[m@evil.example: Invoice]")
+    msg = own_words(to_inbound(parse_message(raw), raw, 1, "1", EmailChannelConfig()))
+    assert msg.metadata["forwarded"]["text"] == block
+    assert msg.metadata["forwarded"]["from"] == "Mallory <m@evil.example>"
+    assert msg.text == f"Subject: [m@evil.example: Invoice]\n\n{NOTE}\n\n{QUESTION}"
+    assert "quoted" not in msg.metadata
