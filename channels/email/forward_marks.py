@@ -25,16 +25,20 @@ _FORWARD = re.compile(
     r"wiadomość przekazana dalej|přeposlaná zpráva|пересылаемое сообщение)\s*[-=_*]{2,}|"
     r"begin forwarded message|anfang der weitergeleiteten nachricht|"
     r"début du message réexpédié|inicio del mensaje reenviado|inizio messaggio inoltrato|"
-    r"begin doorgestuurd bericht)\s*:?\s*$",
+    r"begin doorgestuurd bericht)\s*(?::\s*)?$",
     re.IGNORECASE,
 )
 # Where a client marks a forwarded message's end (Thunderbird, Evolution, mutt, K-9 and
-# their translations): what the sender types below it is theirs again.
+# their translations): what the sender types below it is theirs again. No two runs of
+# spaces may meet in these patterns ("\s*[-=_*]*\s*:?\s*$" did, and was tried on every
+# line below a forward): before session 42 a line of spaces took a time cubic in them,
+# a 20 kB mail a minute and more.
 _FORWARD_END = re.compile(
-    r"^\s*[-=_*]*\s*(end of (the )?forwarded (message|mail|e-?mail)|end forwarded (message|mail)|"
-    r"ende der weitergeleiteten nachricht|fin du message (transféré|réexpédié)|"
-    r"fin del mensaje reenviado|fine (del )?messaggio inoltrato|einde (van het )?doorgestuurd"
-    r" bericht)\s*[-=_*]*\s*:?\s*$",
+    r"^\s*(?:[-=_*]+\s*)?(end of (the )?forwarded (message|mail|e-?mail)|"
+    r"end forwarded (message|mail)|ende der weitergeleiteten nachricht|"
+    r"fin du message (transféré|réexpédié)|fin del mensaje reenviado|"
+    r"fine (del )?messaggio inoltrato|einde (van het )?doorgestuurd bericht)"
+    r"\s*(?:[-=_*]+\s*)?(?::\s*)?$",
     re.IGNORECASE,
 )
 # mutt's (and NeoMutt's) names the sender, "----- Forwarded message from Ana <a@x> -----"
@@ -94,7 +98,11 @@ _FORWARD_HEADERS = {
     "subject": ("subject", "betreff", "objet", "asunto", "oggetto", "onderwerp", "ämne",
                 "emne", "temat", "předmět", "тема"),
 }  # fmt: skip
-_HEADER_LINE = re.compile(r"^\s*\*?([^:*\n]{1,20}?)\s*:\s*\*?\s*(.*?)\s*$")
+# (a label, and a value, start and end with no space: "\s*\*?([^:*\n]{1,20}?)\s*:\s*\*?
+# \s*(.*?)\s*$" let runs of spaces meet, and before session 42 one line of thousands of
+# spaces below a forward marker took seconds, quadratic in them; a blank label, " : x",
+# is no header line now)
+_HEADER_LINE = re.compile(r"^\s*(?:\*\s*)?([^:*\s][^:*\n]{0,19}?)\s*:\s*(?:\*\s*)?(.*\S)?\s*$")
 
 
 def forward_headers(block: str) -> dict[str, str]:

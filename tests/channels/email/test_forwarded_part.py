@@ -3,6 +3,7 @@ the core to keep out of the owner's words (session 41: it was taken for them).""
 
 from __future__ import annotations
 
+import time
 from email.message import EmailMessage
 
 import pytest
@@ -207,3 +208,21 @@ def test_a_mutt_forward_is_a_forward_under_mutts_own_subject() -> None:
     assert msg.metadata["forwarded"]["from"] == "Mallory <m@evil.example>"
     assert msg.text == f"Subject: [m@evil.example: Invoice]\n\n{NOTE}\n\n{QUESTION}"
     assert "quoted" not in msg.metadata
+
+
+def test_runs_of_spaces_below_a_forward_marker_are_read_in_linear_time() -> None:
+    # Regression (session 42): runs of spaces could meet in the patterns of the end
+    # marker ("\\s*[-=_*]*\\s*:?\\s*$", cubic), a header line and "From:" (quadratic),
+    # and a hostile mail of 100 kB held its reading for seconds (a 20 kB line after
+    # "End forwarded message", minutes). Now each line is read in time linear in it: a
+    # generous CPU bound (milliseconds now, seconds before), not a timing benchmark.
+    lines = [
+        " " * 8000 + "x",  # the first line below the marker: a header line?
+        "End forwarded message" + " " * 1500 + "x",
+        *(["From:" + " " * 8000] * 10),
+    ]
+    text = f"{NOTE}\n\n{CLIENTS['gmail'][0].split(chr(10))[0]}\n" + "\n".join(lines)
+    started = time.perf_counter()
+    forwarded = forwarded_part(text)
+    assert time.perf_counter() - started < 1.0
+    assert forwarded == text.split("\n\n", 1)[1]  # (no end: the forward runs to the end)
