@@ -9,7 +9,6 @@ import argparse
 import asyncio
 import logging
 import sys
-from datetime import datetime
 from typing import Any
 
 from bot import exitcodes, store_lock
@@ -151,7 +150,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         return exitcodes.EX_USAGE
 
     from bot.labels import shown_names
-    from bot.owner_days import local_time, owner_zone
+    from bot.owner_days import local_moment, owner_zone
 
     zone = owner_zone(config)
 
@@ -160,10 +159,9 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         (``2026-03-01 20:30 CET``). Printed as UTC, it was read as local time and put
         evenings west of UTC on the next day; printed bare, a server's owner could not
         tell whose clock it was (owner.timezone's, not the machine's)."""
-        text = local_time(str(stamp or ""), zone)
-        try:
-            moment = datetime.fromisoformat(text).astimezone(zone)
-        except ValueError:
+        text = str(stamp or "")
+        moment = local_moment(text, zone)
+        if moment is None:
             return text[:16].replace("T", " ")
         return moment.strftime("%Y-%m-%d %H:%M %Z")
 

@@ -13,6 +13,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.events import iso
+from bot.moments import parse_moment
 from bot.ranking import parse_day
 
 
@@ -24,13 +25,8 @@ def owner_zone(config: object | None) -> ZoneInfo:
 
 def local_day(timestamp: str, zone: ZoneInfo) -> str:
     """The owner's calendar day (in ``zone``) of a stored UTC timestamp."""
-    try:
-        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return timestamp[:10]
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(zone).date().isoformat()
+    moment = local_moment(timestamp, zone)
+    return timestamp[:10] if moment is None else moment.date().isoformat()
 
 
 def local_days(timestamps: list[str], zone: ZoneInfo | None) -> list[date | None]:
@@ -56,13 +52,8 @@ def local_days(timestamps: list[str], zone: ZoneInfo | None) -> list[date | None
 
 def local_moment(timestamp: str, zone: ZoneInfo) -> datetime | None:
     """A stored UTC timestamp as an aware datetime in ``zone``; None when it is none."""
-    try:
-        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(zone)
+    moment = parse_moment(timestamp)
+    return None if moment is None else moment.astimezone(zone)
 
 
 def local_time(timestamp: str, zone: ZoneInfo) -> str:
@@ -87,7 +78,9 @@ def day_bound(value: str | None, field: str, zone: ZoneInfo, *, end: bool = Fals
             day = date.fromisoformat(text) + timedelta(days=1 if end else 0)
             moment = datetime.combine(day, time(), tzinfo=zone)
             return iso(moment - timedelta(milliseconds=1) if end else moment)
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        # not bot.moments.parse_moment: a time the owner gave without an offset is
+        # theirs (owner.timezone), not UTC
+        moment = datetime.fromisoformat(text)
         return iso(moment if moment.tzinfo else moment.replace(tzinfo=zone))
     except OverflowError:
         # the calendar's edge ("to 9999-12-31", "from 0001-01-01" east of UTC) has no

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING
 
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, OutboundMessage, iso, utcnow
+from bot.moments import require_moment
 from bot.parties import PartyRecord
 from bot.party_edits import EDIT_MARK
 from bot.party_lines import answered_message
@@ -244,7 +245,7 @@ async def requeue_unqueued_answers(
     said when they were written (one set back hid them from a scan by time before
     session 20). A party none of whose answers has a row (a lost state.db, or a crash at
     their first answer) has those made ``window_seconds`` before ``newest`` or later."""
-    start = datetime.fromisoformat(newest.replace("Z", "+00:00"))
+    start = require_moment(newest)
     since = iso(start - timedelta(seconds=window_seconds))
     answers = [line for line in lines if _answer_line(line)]
     unqueued: list[Line] = []

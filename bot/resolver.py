@@ -209,12 +209,10 @@ def new_subjects(rec: ConversationRecord, msg: InboundMessage) -> list[str] | No
 
 
 def _age_days(timestamp: str) -> float:
-    from datetime import datetime
-
     from bot.events import utcnow
+    from bot.moments import parse_moment
 
-    try:
-        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
+    then = parse_moment(timestamp)
+    if then is None:
         return float("inf")
     return (utcnow() - then).total_seconds() / 86400

@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from bot.events import OutboundMessage, iso
+from bot.moments import require_moment
 from bot.outbox_withdrawals import WITHDRAWN
 from bot.replies import ReplyTarget
 from bot.store_generations import (
@@ -153,7 +154,7 @@ async def requeue_unsent_replies(
     if found is None:
         await _advance(services, stale, stop)
         return 0
-    newest = datetime.fromisoformat(found.replace("Z", "+00:00"))
+    newest = require_moment(found)
     since = iso(newest - timedelta(seconds=window_seconds))
     anchor = await _anchor_turn_id(services)
     rows = await services.index_db.fetchall(

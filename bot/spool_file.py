@@ -20,11 +20,11 @@ import logging
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, fields
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from bot.events import Attachment, InboundMessage
+from bot.moments import parse_moment
 
 log = logging.getLogger("my_agent.services")
 
@@ -53,7 +53,10 @@ def decode(record: Any) -> InboundMessage | None:
         return None
     try:
         values = {k: v for k, v in record.items() if k in _FIELDS}
-        values["received_at"] = datetime.fromisoformat(str(values["received_at"]))
+        received = parse_moment(values["received_at"])
+        if received is None:
+            return None
+        values["received_at"] = received
         values["attachments"] = tuple(Attachment(**a) for a in values.get("attachments") or ())
         for name in _TUPLES:
             values[name] = tuple(values.get(name) or ())

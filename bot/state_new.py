@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.db import SyncConn
 from bot.events import iso, utcnow
+from bot.moments import require_moment
 
 if TYPE_CHECKING:
     from bot.services import Services
@@ -60,7 +61,7 @@ def unknown_deliveries(conn: SyncConn, at: str) -> list[dict[str, str]]:
     newest = row.fetchone()[0]
     if newest is None:
         return []
-    since = iso(_parse(str(newest)) - timedelta(seconds=WINDOW_SECONDS))
+    since = iso(require_moment(str(newest)) - timedelta(seconds=WINDOW_SECONDS))
     rows = conn.execute(
         """
         SELECT c.id, c.channel, coalesce(c.title, ''), t.timestamp,
@@ -79,10 +80,6 @@ def unknown_deliveries(conn: SyncConn, at: str) -> list[dict[str, str]]:
         {"id": cid, "channel": channel, "title": title, "asked": asked or "", "replied": when}
         for cid, channel, title, when, asked in rows
     ]
-
-
-def _parse(stamp: str) -> datetime:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 async def tell_unknown_deliveries(services: Services) -> None:
@@ -160,7 +157,7 @@ def made_new_report(conn: Any, now: datetime | None = None) -> dict[str, Any] | 
         return None
     try:
         data: dict[str, Any] = json.loads(row[0])
-        made = _parse(str(data["at"]))
+        made = require_moment(data["at"])
     except (ValueError, KeyError, TypeError):
         return None
     if data.get("told") and (now or utcnow()) - made > timedelta(days=SHOWN_DAYS):

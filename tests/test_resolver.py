@@ -5,15 +5,16 @@ gateway tag its prefix came in; a mail of somebody else's thread never does."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.events import OutboundMessage
+from bot.events import OutboundMessage, utcnow
 from bot.index import ConversationRecord
 from bot.mail_subjects import own_message_id, reply_subject, thread_subject
-from bot.resolver import KEPT_SUBJECTS, new_subjects, normalise_subject
+from bot.resolver import KEPT_SUBJECTS, _age_days, new_subjects, normalise_subject
 from bot.services import open_services
 from channels.email.outgoing import stable_message_id
 from tests.conftest import (
@@ -249,3 +250,13 @@ def test_a_long_subject_cut_in_our_answer_is_the_threads_own() -> None:
     assert new_subjects(rec, inbound("x", subject=answered)) is None
     assert new_subjects(rec, inbound("x", subject="RE: " + answered)) is None
     assert new_subjects(rec, inbound("x", subject="Re: point0 point1")) == ["Re: point0 point1"]
+
+
+def test_a_conversation_time_without_an_offset_is_aged_as_utc() -> None:
+    # Regression (session 42): an ``updated`` without an offset (a transcript's line
+    # written by hand) stayed naive, and "aware now minus naive" raised TypeError out of
+    # the subject rule; every stored time without one is UTC (bot/moments.py).
+    stamp = (utcnow() - timedelta(days=2)).replace(tzinfo=None).isoformat()
+    assert 1.9 < _age_days(stamp) < 2.1
+    assert 1.9 < _age_days(stamp + "Z") < 2.1
+    assert _age_days("garbage") == float("inf")  # as before: never in the window

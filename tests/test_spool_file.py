@@ -5,8 +5,10 @@ still cannot be written logged."""
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +80,21 @@ def test_a_message_that_cannot_be_written_is_logged_with_its_text(
     assert "telegram" in lost and "o-held" in lost and "alarm code 4711" in lost
     assert len(lost) < 400  # the start of its text, not all of it
     assert read_held(tmp_path) == []
+
+
+def test_a_received_time_without_an_offset_is_read_as_utc() -> None:
+    # Regression (session 42): a spool line's ``received_at`` without an offset came
+    # back naive, unlike every other message's (aware UTC); every stored time without
+    # one is UTC (bot/moments.py). A malformed one still makes the line unreadable.
+    record = json.loads(spool_file.encode(inbound("hi")))
+    record["received_at"] = "2026-03-01T12:00:00"
+    message = spool_file.decode(record)
+    assert message is not None
+    assert message.received_at == datetime(2026, 3, 1, 12, tzinfo=UTC)
+    assert message.received_at.tzinfo is not None
+    record["received_at"] = "2026-03-01T13:00:00+01:00"  # any zone encode met
+    again = spool_file.decode(record)
+    assert again is not None and again.received_at == message.received_at
+    for bad in ("garbage", None, 1772366400):
+        record["received_at"] = bad
+        assert spool_file.decode(record) is None

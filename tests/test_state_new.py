@@ -4,6 +4,8 @@ the owner is told, once, which conversations' last reply may not have gone out, 
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from bot.health_store import connect_ro
 from bot.healthcheck import collect, format_text
 from bot.services import open_services
 from tests.conftest import make_config, settle, shutdown_services
+from tests.sqlite_driver import sqlite3
 from tests.support import ScriptedBrain, inbound
 
 
@@ -103,3 +106,20 @@ async def test_a_restore_with_state_db_tells_nothing(tmp_path: Path) -> None:
         path.unlink()
     assert await _alerts_at_start(config) == []
     assert collect(config, deep=False).get("state_new") is None
+
+
+def test_a_made_new_time_without_an_offset_is_read_as_utc() -> None:
+    # Regression (session 42): the row's ``at`` without an offset came back naive, and
+    # ``my-agent status`` failed on "aware now minus naive" (TypeError); every stored
+    # time without one is UTC (bot/moments.py). A malformed one still shows nothing.
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE channel_cursors (channel TEXT, key TEXT, value TEXT)")
+    row = {"at": "2026-03-01T12:00:00", "told": "2026-03-01T12:05:00.000Z", "count": 0}
+    conn.execute(
+        "INSERT INTO channel_cursors VALUES (?, ?, ?)", (*state_new.CURSOR, json.dumps(row))
+    )
+    now = datetime(2026, 3, 3, tzinfo=UTC)
+    assert state_new.made_new_report(conn, now) == row
+    assert state_new.made_new_report(conn, now + timedelta(days=state_new.SHOWN_DAYS)) is None
+    conn.execute("UPDATE channel_cursors SET value = ?", (json.dumps({**row, "at": "garbage"}),))
+    assert state_new.made_new_report(conn, now) is None

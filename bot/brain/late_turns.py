@@ -21,12 +21,13 @@ session 42): :data:`RESTRICTED_ZONE`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.brain.restricted_context import EMPTY_MESSAGE
 from bot.events import SENT_AT
+from bot.moments import parse_moment
 
 # Later than this is worth saying: mail polling and Telegram's own delays stay under it,
 # and "in ten minutes" is already off by half.
@@ -34,16 +35,6 @@ LATE_AFTER = timedelta(minutes=5)
 # The zone of a restricted reply's labels: the restricted prompt gives the time in UTC on
 # purpose (bot.brain.prompt.restricted_system_prompt), the owner's zone says where they live.
 RESTRICTED_ZONE = ZoneInfo("UTC")
-
-
-def _moment(text: object) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def delay_text(delay: timedelta) -> str:
@@ -72,7 +63,7 @@ def late_note(written: object, arrived: object, zone: ZoneInfo) -> str | None:
     """The label of a message ``written`` (its ``sentAt``) more than :data:`LATE_AFTER`
     before it ``arrived`` (its recorded ``timestamp``), both ISO 8601, else None. Also
     a third party's message, from their file or the index (bot/party_context.py)."""
-    sent, came = _moment(written), _moment(arrived)
+    sent, came = parse_moment(written), parse_moment(arrived)
     if sent is None or came is None or came - sent <= LATE_AFTER:
         return None
     try:

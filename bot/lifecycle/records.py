@@ -8,11 +8,12 @@ queries here are read-only.
 from __future__ import annotations
 
 from collections.abc import Collection
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from bot.hooks import EventBus
 from bot.index import NOTES_OWED
+from bot.moments import parse_moment
 
 if TYPE_CHECKING:
     from bot.conversations import ConversationManager
@@ -94,7 +95,7 @@ async def backlog(
             out.owed.add(conv_id)
             if conv_id == busy:
                 continue
-            last = as_datetime(updated) or now
+            last = parse_moment(updated) or now
             if flagged or (last + idle <= now and conv_id not in timers):
                 out.due.append(conv_id)
             else:
@@ -119,16 +120,3 @@ async def unnamed(
         args,
     )
     return [Owed(row[0], row[1], bool(row[2])) for row in rows]
-
-
-def as_datetime(value: str | datetime | None) -> datetime | None:
-    """Parse the ISO timestamps of records (``...Z``) into aware datetimes."""
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

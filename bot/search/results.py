@@ -272,7 +272,7 @@ def iso_date(value: str | None, field: str) -> str | None:
         if len(value) <= 10:
             date.fromisoformat(value)
         else:
-            datetime.fromisoformat(value.replace("Z", "+00:00"))
+            datetime.fromisoformat(value)  # (a time the owner gives; its zone is theirs)
     except ValueError:
         raise InvalidFilter(f"{field} is not an ISO date like 2026-02-14: {value!r}") from None
     return value
@@ -289,8 +289,10 @@ def check_range(
     reversed_ = start[:10] > end[:10]
     if not reversed_ and len(start) > 10 and len(end) > 10:
         try:
-            first = datetime.fromisoformat(start.replace("Z", "+00:00"))
-            last = datetime.fromisoformat(end.replace("Z", "+00:00"))
+            # not bot.moments.parse_moment: a time without an offset is in the owner's
+            # zone (bot.owner_days.day_bound), comparable with another one only
+            first = datetime.fromisoformat(start)
+            last = datetime.fromisoformat(end)
             # both with an offset, or both without (the same zone): comparable
             reversed_ = (first.tzinfo is None) == (last.tzinfo is None) and first > last
         except ValueError:

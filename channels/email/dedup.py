@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 
 from bot.channel import ChannelHost
 from bot.events import iso, utcnow
+from bot.moments import parse_moment
 
 log = logging.getLogger("my_agent.email")
 
@@ -115,10 +116,7 @@ class KeyEpoch:
             last = mark.get("uid")
             return isinstance(last, int) and uid <= last
         # The folder was renumbered since: the mail's date is what is left to go by.
-        try:
-            since = datetime.fromisoformat(str(mark["since"]))
-        except ValueError:
+        since = parse_moment(mark["since"])
+        if since is None:
             return False
-        if since.tzinfo is None:
-            since = since.replace(tzinfo=UTC)
         return date is None or date < since

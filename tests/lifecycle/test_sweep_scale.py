@@ -123,14 +123,13 @@ async def test_the_sweep_sorts_the_backlog_off_the_event_loop(
     await lifecycle.settle()
     await _backlog(core)
     parsed_on: set[int] = set()
-    parse = lifecycle_records.as_datetime
+    parse = lifecycle_records.parse_moment
 
     def spy(value: Any) -> Any:
         parsed_on.add(threading.get_ident())
         return parse(value)
 
-    monkeypatch.setattr(lifecycle_records, "as_datetime", spy)
-    monkeypatch.setattr("bot.lifecycle.recovery.as_datetime", spy, raising=False)
+    monkeypatch.setattr(lifecycle_records, "parse_moment", spy)
     lifecycle.queue.take_waiting()  # (nothing is written: only the sorting matters)
     assert await lifecycle.sweep() == BACKLOG
     assert parsed_on and threading.get_ident() not in parsed_on
