@@ -18,6 +18,7 @@ from bot.config import AppConfig
 from bot.db import Database
 from bot.events import iso, utcnow
 from bot.hooks import EventBus
+from bot.moments import parse_moment
 from bot.parties import (
     TIERS,
     PartyRecord,
@@ -227,9 +228,12 @@ class ExternalStore(PartyFiles):
 
     def escalation_due(self, party: PartyRecord, now: datetime | None = None) -> bool:
         """Rate limit: at most one escalation per party per escalation interval."""
-        if not party.last_escalation:
+        last = parse_moment(party.last_escalation)
+        if last is None:
+            # none yet, or a time the party's file does not hold as one (edited by hand):
+            # before session 42 that raised ValueError at each of their messages, and
+            # the owner heard of none of them
             return True
-        last = datetime.fromisoformat(party.last_escalation.replace("Z", "+00:00"))
         elapsed = ((now or utcnow()) - last).total_seconds()
         # The last escalation "in the future": the clock was set back since. Waiting for
         # the clock to catch up kept the owner from hearing of this party for as long

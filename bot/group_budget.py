@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from bot.events import CLOCK_SLACK, iso, not_after, utcnow
+from bot.moments import parse_moment
 from bot.owner_notices import notice_due
 
 if TYPE_CHECKING:
@@ -134,9 +135,13 @@ class GroupBudget:
         for conv_id, answers in by_conv.items():
             turns = [n for n, _, _ in answers]
             members = await self._members(conv_id, min(turns), max(turns))
-            seeded.extend(
-                (datetime.fromisoformat(when), key) for n, key, when in answers if n in members
-            )
+            for n, key, when in answers:
+                moment = parse_moment(when)
+                # an answer whose time is none is not placed in the hour: before session
+                # 42 it raised ValueError at every member's message of the run, and none
+                # was answered
+                if n in members and moment is not None:
+                    seeded.append((moment, key))
         seeded.sort(key=lambda entry: entry[0])
         self._ledger.extendleft(reversed(seeded))  # before any answer allowed meanwhile
         self._seeded = True

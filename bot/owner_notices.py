@@ -9,10 +9,9 @@ told the owner again at every start. :func:`notice_due` claims one in ``state.db
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from bot.db import Database, SyncConn
 from bot.events import iso, utcnow
+from bot.moments import parse_moment
 
 
 async def notice_due(state: Database, key: str, interval: float = 3600.0) -> bool:
@@ -24,10 +23,12 @@ async def notice_due(state: Database, key: str, interval: float = 3600.0) -> boo
 
     def _claim(conn: SyncConn) -> bool:
         row = conn.execute("SELECT told FROM owner_notices WHERE key = ?", (key,)).fetchone()
-        if row is not None:
-            told = datetime.fromisoformat(str(row[0]).replace("Z", "+00:00"))
-            if 0 <= (now - told).total_seconds() < interval:
-                return False
+        # a time that is none (the row edited by hand) is given again, and replaced:
+        # before session 42 it raised ValueError at every claim, and the notice (an
+        # hourly budget spent) never reached the owner
+        told = None if row is None else parse_moment(row[0])
+        if told is not None and 0 <= (now - told).total_seconds() < interval:
+            return False
         conn.execute(
             "INSERT INTO owner_notices (key, told) VALUES (?, ?)"
             " ON CONFLICT(key) DO UPDATE SET told = excluded.told",

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.events import InboundMessage
+from bot.moments import parse_moment
 
 EDIT_NOTICE_SECONDS = 600
 # In an escalation event of a party's file: an edit notice, not a new escalation.
@@ -64,10 +65,8 @@ def edit_notice_due(lines: Sequence[Mapping[str, Any]], now: datetime) -> bool:
     hold the next one back (as :meth:`bot.external.ExternalStore.escalation_due`)."""
     for line in reversed(lines):
         if line.get("event") == "escalation" and line.get(EDIT_MARK):
-            stamp = str(line.get("timestamp") or "")
-            try:
-                last = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-            except ValueError:
+            last = parse_moment(line.get("timestamp"))
+            if last is None:
                 return True
             elapsed = (now - last).total_seconds()
             return elapsed < 0 or elapsed >= EDIT_NOTICE_SECONDS

@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING
 
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, OutboundMessage, iso, utcnow
-from bot.moments import require_moment
+from bot.moments import parse_moment, require_moment
 from bot.parties import PartyRecord
 from bot.party_edits import EDIT_MARK
 from bot.party_lines import answered_message
@@ -304,8 +304,10 @@ async def escalate_cut_messages(
         if not cut:
             continue
         log.info("escalating %d message(s) of %s cut by a restart", len(cut), party.id)
-        # the rate limit as it was when they came, not as it is now
-        at = datetime.fromisoformat(str(cut[-1]["timestamp"]).replace("Z", "+00:00"))
+        # the rate limit as it was when they came, not as it is now (as now for a time
+        # their file does not hold as one: before session 42 it raised ValueError, and
+        # the daemon did not start as long as the line was there)
+        at = parse_moment(cut[-1].get("timestamp")) or now or utcnow()
         as_then = replace(party, last_escalation=last_escalation)
         said = [answered_message(party, line) for line in cut]
         await services.router.strangers.escalate_owed(as_then, said, at)

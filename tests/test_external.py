@@ -4,6 +4,7 @@ their append-only files as the source of truth across restarts."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -234,3 +235,20 @@ async def test_a_strangers_file_is_kept_with_their_message(services: Any) -> Non
         {"kind": "photo", "name": None, "mime_type": None, "size": 52_000,
          "description": None, "ref": "AgADphoto"}
     ]  # fmt: skip
+
+
+async def test_an_escalation_time_that_is_none_holds_nothing_back(services: Any) -> None:
+    # Regression (session 42): a last escalation's time the party's file does not hold
+    # as one (edited by hand) raised ValueError at each of their messages, and the owner
+    # heard of none; one without an offset raised TypeError. It is due, and UTC.
+    external = services.external
+    party, _ = await _inbound(services, "telegram", "559", "hello", "x3")
+    await external.add_escalation(party, "someone wrote")
+    party = await external.get(party.id)
+    for stamp in ("garbage", "2026-02-30T10:00:00.000Z", ""):
+        assert external.escalation_due(replace(party, last_escalation=stamp))
+    naive = replace(party, last_escalation="2026-03-01T12:00:00")
+    at = datetime.fromisoformat("2026-03-01T12:00:01+00:00")
+    assert not external.escalation_due(naive, now=at)
+    interval = services.config.trust.escalation_interval_seconds
+    assert external.escalation_due(naive, now=at + timedelta(seconds=interval))

@@ -59,6 +59,17 @@ async def _spend_the_budget(services: Any, brain: ScriptedBrain) -> None:
     assert len(brain.requests) == 2
 
 
+async def _spent_in_a_run(config: Any) -> ScriptedBrain:
+    """:func:`_spend_the_budget` in a run that has ended; the run's brain."""
+    brain = ScriptedBrain()
+    services, _ = await _open(config, brain)
+    try:
+        await _spend_the_budget(services, brain)
+    finally:
+        await shutdown_services(services)
+    return brain
+
+
 def _notices(telegram: RecordingChannel) -> list[str]:
     return [m.text for m in telegram.sent if m.chat_id == OWNER_TELEGRAM_ID]
 
@@ -111,12 +122,7 @@ async def test_a_refused_member_message_is_not_answered_after_a_restart(
     # unanswered and would answer it at the next start, the budget's bill after all. And
     # the count comes from the index and the transcript: a restart resets nothing.
     config = _config(tmp_path)
-    brain = ScriptedBrain()
-    services, _ = await _open(config, brain)
-    try:
-        await _spend_the_budget(services, brain)
-    finally:
-        await shutdown_services(services)
+    brain = await _spent_in_a_run(config)
     services = await open_services(config, brain=brain)
     try:
         assert services.recovery is not None and services.recovery.pending_replies == []
@@ -261,5 +267,25 @@ async def test_answers_allowed_before_a_clock_set_back_do_not_spend_the_budget(
     try:
         await _say(services, LEE, "after a restart")
         assert [r.text for r in brain.requests] == ["after a restart"]
+    finally:
+        await shutdown_services(services)
+
+
+async def test_an_answer_whose_time_is_none_is_left_out_of_the_hour(tmp_path: Path) -> None:
+    # Regression (session 42): an answer of the hour whose time in the index is no time
+    # (a second of 99, which the hour's bounds, compared as text, let through) raised
+    # ValueError at every member's message of the run: none was answered. It is left out.
+    config = _config(tmp_path)
+    brain = await _spent_in_a_run(config)
+    brain = ScriptedBrain()
+    services, _ = await _open(config, brain)
+    try:
+        await services.index_db.execute(
+            "UPDATE turns SET timestamp = substr(timestamp, 1, 17) || '99' || substr(timestamp, 20)"
+            " WHERE id = (SELECT max(id) FROM turns WHERE role = 'assistant')"
+        )
+        await _say(services, LEE, "one left in the hour")
+        await _say(services, LEE, "refused")
+        assert [r.text for r in brain.requests] == ["one left in the hour"]
     finally:
         await shutdown_services(services)

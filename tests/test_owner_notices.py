@@ -55,3 +55,29 @@ async def test_a_clock_set_back_does_not_silence_a_notice(tmp_path: Path) -> Non
         assert not await notice_due(state, "a")
     finally:
         await state.close()
+
+
+@pytest.mark.parametrize("told", ["garbage", "2026-02-30T10:00:00.000Z", ""])
+async def test_a_notice_time_that_is_none_is_given_and_replaced(tmp_path: Path, told: str) -> None:
+    # Regression (session 42): a ``told`` that is no time (the row edited by hand)
+    # raised ValueError at every claim: the notice of a budget spent never reached the
+    # owner, and what claimed it failed too. It is given, and its time replaced.
+    state = await _open(tmp_path)
+    try:
+        await state.execute("INSERT INTO owner_notices (key, told) VALUES ('a', ?)", (told,))
+        assert await notice_due(state, "a")
+        assert not await notice_due(state, "a")
+    finally:
+        await state.close()
+
+
+async def test_a_notice_time_without_an_offset_is_utc(tmp_path: Path) -> None:
+    # Regression (session 42): one without an offset raised TypeError (aware now minus
+    # naive); it is UTC, like every stored time (bot/moments.py).
+    state = await _open(tmp_path)
+    try:
+        told = iso(utcnow() - timedelta(minutes=1)).removesuffix("Z")
+        await state.execute("INSERT INTO owner_notices (key, told) VALUES ('a', ?)", (told,))
+        assert not await notice_due(state, "a")
+    finally:
+        await state.close()

@@ -36,3 +36,15 @@ def test_one_edit_notice_per_party_in_ten_minutes_unless_the_clock_went_back() -
     late = escalation(["2:7"], ago=EDIT_NOTICE_SECONDS, edit=True)
     assert edit_notice_due([first, late], NOW)
     assert edit_notice_due([first, escalation(["2:7"], ago=-3600, edit=True)], NOW)
+
+
+def test_an_edit_notice_time_without_an_offset_is_utc_and_a_malformed_one_none() -> None:
+    # Regression (session 42): an edit notice's time without an offset (the party's
+    # file edited by hand) raised TypeError (aware now minus naive); it is UTC, like
+    # every stored time (bot/moments.py). One that is no time holds nothing back.
+    first = escalation(["2:7"], ago=3600)
+    naive = {**escalation(["2:7"], ago=60, edit=True), "timestamp": "2026-11-28T11:59:00"}
+    assert not edit_notice_due([first, naive], NOW)
+    assert edit_notice_due([first, naive], NOW + timedelta(seconds=EDIT_NOTICE_SECONDS))
+    for stamp in ("garbage", None, 17):
+        assert edit_notice_due([first, {**naive, "timestamp": stamp}], NOW)

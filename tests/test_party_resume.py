@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from datetime import timedelta
 from pathlib import Path
@@ -352,10 +353,9 @@ def test_only_an_album_nothing_followed_is_cut() -> None:
     assert cut_messages([command, bounce]) == ([], None)  # neither is acknowledged
 
 
-async def test_an_untrusted_partys_message_cut_before_its_escalation_is_escalated_at_start(
-    tmp_path: Path,
-) -> None:
-    config = _config(tmp_path)
+async def _cut_before_its_escalation(config: AppConfig) -> Run:
+    """A run (stopped) in which a stranger's message was recorded and the process died
+    before its acknowledgement and escalation."""
     first = await Run.start(config)
 
     async def crash(*args: Any, **kwargs: Any) -> None:
@@ -364,6 +364,14 @@ async def test_an_untrusted_partys_message_cut_before_its_escalation_is_escalate
     first.s.router.strangers._acknowledge_and_escalate = crash
     await first.s.router.deliver(inbound("is the flat still free?", sender="7009", message_id="x1"))
     await first.stop()
+    return first
+
+
+async def test_an_untrusted_partys_message_cut_before_its_escalation_is_escalated_at_start(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    first = await _cut_before_its_escalation(config)
     assert first.telegram.sent == []
 
     second = await Run.restarted(config)
@@ -389,14 +397,7 @@ async def test_a_stranger_listed_in_the_config_since_their_cut_message(
     # Regression (session 30): with the tier as the config has it now, a stranger the
     # owner listed as a contact before the restart was neither escalated (not untrusted
     # now) nor answered (not known when they wrote): the owner never heard of it.
-    first = await Run.start(_config(tmp_path))
-
-    async def crash(*args: Any, **kwargs: Any) -> None:
-        return None  # the process died right after the message was recorded
-
-    first.s.router.strangers._acknowledge_and_escalate = crash
-    await first.s.router.deliver(inbound("is the flat still free?", sender="7009", message_id="x1"))
-    await first.stop()
+    await _cut_before_its_escalation(_config(tmp_path))
 
     contacts = {"telegram": {KIM: "known", "7009": listed}}
     second = await Run.restarted(telegram_config(tmp_path, trust={"contacts": contacts}))
@@ -594,3 +595,25 @@ async def test_a_stop_while_starting_on_an_older_state_db_leaves_it_older(
     assert await third.s.outbox.has_key("telegram:k2:reply")
     assert len(_notices(third)) == 1
     await shutdown_services(third.s)
+
+
+async def test_a_cut_messages_time_that_is_none_does_not_stop_the_start(tmp_path: Path) -> None:
+    # Regression (session 42): the time of an untrusted party's cut message, unreadable
+    # in their file (edited by hand), raised ValueError out of the start's escalations:
+    # the daemon did not start as long as the line was there. Escalated as of now.
+    config = _config(tmp_path)
+    await _cut_before_its_escalation(config)
+    path = config.external_dir / f"{party_handle('telegram', '7009')}.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[-1]["type"] == "message"
+    lines[-1]["timestamp"] = "garbage"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    second = await Run.start(config, resume=False)
+    try:  # (closed whatever it raised: a run left open hung the tests after it)
+        assert await escalate_cut_messages(second.s) == 1
+        await settle(second.s)
+        (escalation,) = second.telegram.of_kind("escalation")
+        assert "is the flat still free?" in escalation.text
+    finally:
+        await shutdown_services(second.s)
