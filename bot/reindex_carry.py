@@ -17,7 +17,9 @@ copied into the new one:
   every window at its start, :func:`bot.vector_store.prepare`); an old index without
   that record is taken as made with the configured one, as the daemon takes it;
 - a note: ``abbreviation_vectors.text_hash`` is the hash of the rebuilt notes;
-- a word vector of soft coverage: the word is its text.
+- a word vector of soft coverage: the word is its text. The old index's mark that they
+  cover every turn (``index_meta.term_vectors``, :mod:`bot.term_vectors`) is kept when
+  every word of the rebuilt turns has one after the copy (:func:`_keep_terms_mark`).
 
 The bytes are copied as they are (float32, float16 copy, sign bits) once the three are
 seen to agree. Whatever is not carried is left owed and embedded as before (the daemon's
@@ -40,6 +42,8 @@ import numpy as np
 from bot.db import SyncConn, connect_sync
 from bot.reindex_windows import Windows, matched_windows
 from bot.schema import create_vector_tables
+from bot.term_vectors import META_KEY as TERMS_KEY
+from bot.term_vectors import all_covered
 from bot.vector_codec import sign_bits
 from bot.vector_store import META_KEY, PROBE_KEY, WINDOW_KEY, text_digest
 
@@ -93,6 +97,8 @@ async def carry_vectors(s: Any, aside: Path, warnings: list[str]) -> dict[str, i
 
 async def _carry(s: Any, old: SyncConn, model_id: str) -> dict[str, int]:
     meta = await asyncio.to_thread(_old_meta, old)
+    # (not copied with the rest: kept only once the rebuilt turns are seen covered)
+    terms_were_complete = meta.pop(TERMS_KEY, None) == model_id
     if meta.get(META_KEY) != model_id:
         if META_KEY in meta:  # (none: the old index had no vectors)
             log.info(
@@ -130,14 +136,34 @@ async def _carry(s: Any, old: SyncConn, model_id: str) -> dict[str, int]:
     kept["abbreviations"] = await _copy(s, old, _note_rows(old, notes, dims), _store_notes)
     if s.config.search.soft_coverage:
         kept["terms"] = await _copy(s, old, _term_rows(old, dims), _store_terms)
+        if terms_were_complete:
+            await _keep_terms_mark(s, model_id)
     return kept
+
+
+async def _keep_terms_mark(s: Any, model_id: str) -> None:
+    """Mark the word vectors complete in the rebuilt index when every word of its turns
+    has one after the copy. Before session 42 the mark stayed with the old index: the
+    daemon's start scanned every turn's words again (minutes on a large store, though
+    none was missing), ranking without soft coverage until it was done. A word of the
+    rebuilt turns the old index lacks (a transcript edited) leaves it unmarked, the
+    daemon's start completing the table as before."""
+    if await all_covered(s.index_db):
+        await s.index_db.run(
+            lambda c: c.execute(
+                "INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
+                (TERMS_KEY, model_id),
+            )
+        )
+    else:
+        log.info("the rebuilt turns have words the old index has no vector for: owed")
 
 
 def _old_meta(old: SyncConn) -> dict[str, str]:
     old.execute("PRAGMA query_only=ON")  # read, never written: it may be put back
     rows = old.execute(
-        "SELECT key, value FROM index_meta WHERE key IN (?, ?, ?)",
-        (META_KEY, PROBE_KEY, WINDOW_KEY),
+        "SELECT key, value FROM index_meta WHERE key IN (?, ?, ?, ?)",
+        (META_KEY, PROBE_KEY, WINDOW_KEY, TERMS_KEY),
     ).fetchall()
     return {str(k): str(v) for k, v in rows}
 
@@ -158,7 +184,10 @@ def drop_carried(conn: SyncConn) -> None:
             conn.execute(f"DELETE FROM {table}")
     for table in ("turn_vectors", "abbreviation_vectors", "term_vectors"):
         conn.execute(f"DELETE FROM {table}")
-    conn.execute("DELETE FROM index_meta WHERE key IN (?, ?, ?)", (META_KEY, PROBE_KEY, WINDOW_KEY))
+    conn.execute(
+        "DELETE FROM index_meta WHERE key IN (?, ?, ?, ?)",
+        (META_KEY, PROBE_KEY, WINDOW_KEY, TERMS_KEY),
+    )
 
 
 Rows = Iterator[list[tuple[Any, ...]]]

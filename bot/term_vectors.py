@@ -11,9 +11,10 @@ Words are added in the background as turns arrive
 embedding worker) and all at once by ``reindex_all`` (:func:`index_all_terms`), only
 while ``search.soft_coverage`` is on (nothing reads them otherwise); a model change
 deletes them with the turn vectors.
-``index_meta['term_vectors']`` names the model once the table covers every turn: until
-then (an index from before the table, a rebuild under way) the ranker uses its model
-without these features (:data:`bot.search.learned.NO_TERMS`).
+``index_meta['term_vectors']`` names the model once the table covers every turn (a
+reindex keeps the old index's when the words it copies cover the rebuilt turns:
+:func:`all_covered`): until then (an index from before the table, a rebuild under way)
+the ranker uses its model without these features (:data:`bot.search.learned.NO_TERMS`).
 
 Search reads the vectors of the words it needs (the best candidates' and the query's) in
 one statement per 500 missing words, through an in-memory cache of :data:`CACHE_WORDS`
@@ -109,6 +110,26 @@ async def index_all_terms(db: Database, embedder: EmbeddingService) -> tuple[int
         (META_KEY, embedder.model_id),
     )
     return added, True
+
+
+async def all_covered(db: Database) -> bool:
+    """Whether every recallable turn's words have a stored vector (reads only; stops at
+    the first 5,000 turns with a word missing): what lets a rebuilt index keep the old
+    one's mark that the table is complete (:mod:`bot.reindex_carry`)."""
+    last = -(1 << 63)
+    while True:
+        rows = await db.fetchall(
+            "SELECT id, content FROM turns WHERE id > ? AND recall = 1 ORDER BY id LIMIT 5000",
+            (last,),
+        )
+        if not rows:
+            return True
+        words: set[str] = set()
+        for _, content in rows:
+            words |= content_words(str(content))
+        if await db.run(functools.partial(missing, words=words), write=False):
+            return False
+        last = int(rows[-1][0])
 
 
 def read_vectors(conn: SyncConn, dims: int, words: list[str]) -> tuple[list[str], np.ndarray]:

@@ -20,7 +20,7 @@ from bot import cli, tasks
 from bot.config.model import AppConfig, EmbeddingConfig
 from bot.daemon_vectors import _open_vectors
 from bot.services import open_services
-from tests.conftest import raw_config, shutdown_services
+from tests.conftest import make_config, raw_config, shutdown_services
 from tests.sqlite_driver import sqlite3
 from tests.test_reindex_vectors import EMBEDDING, Store, _owed, store
 from tests.test_search_latency import HashEmbedder
@@ -319,3 +319,101 @@ def test_a_reindex_across_another_turn_window_carries_no_window(
     # embedded at the new size, and kept by the next reindex
     assert _reindex(path, "--vectors")["vectors"]["turns"] == 9
     assert _reindex(path)["vectorsKept"]["turns"] == 9
+
+
+SOFT: dict[str, Any] = {**EMBEDDING, "search": {"soft_coverage": True}}
+
+
+def _terms_mark(config: AppConfig) -> tuple[str, ...] | None:
+    conn = sqlite3.connect(str(config.index_path))
+    try:
+        row = conn.execute("SELECT value FROM index_meta WHERE key = 'term_vectors'").fetchone()
+    finally:
+        conn.close()
+    return None if row is None else tuple(row)
+
+
+def _soft_store(store: Store, tmp_path: Path) -> AppConfig:
+    """The store with ``search.soft_coverage`` on, every vector and word embedded."""
+    path, _, embedder = store
+    path.write_text(yaml.safe_dump(raw_config(tmp_path, **SOFT)), encoding="utf-8")
+    config = make_config(tmp_path, **SOFT)
+    _embedded(path, config)
+    assert _terms_mark(config) == (embedder.model_id,)
+    return config
+
+
+def _daemon_start(config: AppConfig, monkeypatch: pytest.MonkeyPatch) -> tuple[bool, list[int]]:
+    """The daemon's vector start on the store: (whether search ranked with soft
+    coverage at once, before the start's rebuild; the words its rebuild embedded, once
+    for each scan of every turn's words)."""
+    import bot.vector_rebuild
+
+    scans: list[int] = []
+    scan = bot.vector_rebuild.index_all_terms
+
+    async def counted(*args: Any) -> tuple[int, bool]:
+        added, complete = await scan(*args)
+        scans.append(added)
+        return added, complete
+
+    monkeypatch.setattr(bot.vector_rebuild, "index_all_terms", counted)
+
+    async def start() -> bool:
+        services = await open_services(config, embedder=HashEmbedder())
+        try:
+            assert await services.search.start()
+            soft = (await services.search.scored("the kayak trip")).terms is not None
+            await _open_vectors(services)
+            for rebuild in [t for t in tasks.running_tasks() if t.get_name() == "reindex-vectors"]:
+                await asyncio.wait_for(rebuild, 30)
+            vectors = services.search.vectors
+            assert vectors is not None and vectors.terms_ready and not vectors.stale
+            return soft
+        finally:
+            await shutdown_services(services)
+
+    return asyncio.run(start()), scans
+
+
+def test_a_reindex_keeps_the_word_vectors_complete(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (session 42): the word vectors were copied but not the old index's
+    ``index_meta.term_vectors``: the daemon's start scanned every turn's words again
+    (minutes on a large store) and ranked without soft coverage until it was done."""
+    path, _, embedder = store
+    config = _soft_store(store, tmp_path)
+    embedder.calls.clear()
+    report = _reindex(path)
+    assert report["vectorsKept"]["terms"] > 0
+    assert embedder.calls == []  # (the words checked, none embedded)
+    assert _terms_mark(config) == (embedder.model_id,)
+    soft, scans = _daemon_start(config, monkeypatch)
+    assert soft and scans == []  # soft coverage at once, nothing to scan
+
+
+def test_a_rebuilt_store_with_new_words_stays_incomplete(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A word the old index has no vector for (a transcript edited by hand): the mark is
+    not kept, and the daemon's start completes the table as before."""
+    path, _, embedder = store
+    config = _soft_store(store, tmp_path)
+    conv_id = sorted(_vectors(config)[0])[0][0]
+    transcript = _transcript(config, conv_id)
+    lines = transcript.read_text(encoding="utf-8").splitlines()
+    for at, line in enumerate(lines):
+        event = json.loads(line)
+        if event.get("role") == "assistant":
+            event["content"] = "the canoe went downriver"
+            lines[at] = json.dumps(event, ensure_ascii=False)
+    transcript.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = _reindex(path)
+    assert report["vectorsKept"]["terms"] > 0
+    assert _terms_mark(config) is None
+    soft, scans = _daemon_start(config, monkeypatch)
+    # one scan of every turn's words (the edited turn's own window, embedded first,
+    # brought "canoe" and "downriver": the scan finds none left to add)
+    assert not soft and len(scans) == 1
+    assert _terms_mark(config) == (embedder.model_id,)
