@@ -33,7 +33,7 @@ from zoneinfo import ZoneInfo
 from bot.brain.group_lines import OWNER_MARK as OWNER_MARK  # re-exported (split out)
 from bot.brain.group_lines import group_line as group_line
 from bot.brain.group_lines import member_name
-from bot.brain.late_turns import late_label, with_late_note
+from bot.brain.late_turns import late_label
 from bot.brain.others_words import (
     escalation_text,
     with_escalations,
@@ -209,14 +209,16 @@ def transcript_turns(
         role, content, number = line.get("role"), line.get("content"), line.get("turnNumber")
         if role in ("user", "assistant") and isinstance(content, str) and isinstance(number, int):
             who = member_name(line) if role == "user" and line.get("fromOwner") is False else None
-            said = content = group_line(line, content)
+            text = content
+            said = content = group_line(line, text)
             if role == "assistant" and line.get("stopReason") == "refusal":
                 said = content = REFUSED_IN_CONTEXT
             elif role == "assistant" and line.get("model") == "offline":
                 said = content = OFFLINE_IN_CONTEXT
             others = False
             if role == "user":
-                content = with_late_note(late_label(line, zone), content)
+                # (in a group after whose it is: the owner's lines start with their mark)
+                content = group_line(line, text, late_label(line, zone))
                 shown = with_escalations(escalations, with_forward(line, with_quote(line, content)))
                 others, content = shown != content, shown
                 escalations = []

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from bot.brain.late_turns import with_late_note
 from bot.graphemes import cut
 from bot.identity import anonymous_sender
 
@@ -60,7 +61,7 @@ def member_label(who: str) -> str:
     return f"[{shown_member(who)}, a group member, not the owner]: "
 
 
-def group_line(line: Mapping[str, Any], content: str) -> str:
+def group_line(line: Mapping[str, Any], content: str, late: str | None = None) -> str:
     """``content`` of the transcript ``line`` as the owner's context and the recall
     tools show it: a group's line by the owner after :data:`OWNER_MARK`, an anonymous
     admin's after :data:`ANONYMOUS_MARK`, a member's after :func:`member_label` (what
@@ -68,13 +69,20 @@ def group_line(line: Mapping[str, Any], content: str) -> str:
     ``fromOwner``, decided by the sender's account, and from the channel's word that
     no account can be told (:func:`bot.identity.anonymous_sender`): before session 31
     the owner's context labelled an anonymous admin by the name it came with, which
-    any member can call themselves, where a member's reply read it as what it is."""
+    any member can call themselves, where a member's reply read it as what it is.
+
+    ``late``: the label of a line written long before it came
+    (:func:`bot.brain.late_turns.late_label`), put after whose the line is and before
+    its words (:func:`~bot.brain.late_turns.with_late_note`), as a member's restricted
+    reply reads it (:mod:`bot.brain.restricted_group`). Before session 42 the owner's
+    context put it in front of the mark, where the group policy of the prompt says the
+    owner's lines start with it."""
     if line.get("role") != "user":
         return content
     if line.get("fromOwner") is True:
-        return owner_marked(content)
+        return owner_marked(with_late_note(late, content))
     if line.get("fromOwner") is False and anonymous_sender(line.get("metadata") or {}):
-        return ANONYMOUS_MARK + unmarked(content)
+        return ANONYMOUS_MARK + with_late_note(late, unmarked(content))
     if line.get("fromOwner") is False:
-        return member_label(member_name(line)) + unmarked(content)
-    return content
+        return member_label(member_name(line)) + with_late_note(late, unmarked(content))
+    return with_late_note(late, content)

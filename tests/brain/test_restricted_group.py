@@ -140,6 +140,36 @@ def test_a_late_line_says_when_it_was_written_after_whose_it_is() -> None:
     assert reply.content == "Sure."
 
 
+LATE = {"timestamp": ARRIVED, "metadata": {"sentAt": WRITTEN}}
+LATE_LINES = [
+    _turn("user", "back at six", fromOwner=True, turnNumber=1, **LATE),
+    _turn("user", "anyone free in ten minutes?", sender="Ann", fromOwner=False,
+          turnNumber=2, **LATE),
+    _turn("user", "the car is booked", sender="anonymous admin", fromOwner=False, turnNumber=3,
+          timestamp=ARRIVED, metadata={"sentAt": WRITTEN, "anonymous_admin": True}),
+    _turn("user", "private chat, no mark", turnNumber=4, **LATE),
+]  # fmt: skip
+
+
+def test_in_the_owners_context_a_late_group_line_starts_with_whose_it_is() -> None:
+    """Regression (session 42): the owner's context put the label of a late line in
+    front of whose it is (``[Written …] [the owner, by their account]: …``), where the
+    prompt's group policy says the owner's lines start with their mark, and a member's
+    restricted reply reads the label after it. A line outside a group keeps it first."""
+    owner, member, admin, private = transcript_turns(LATE_LINES)
+    assert owner.content == f"{OWNER_MARK}: {LABEL}back at six"
+    assert member.content == (
+        f"[Ann, a group member, not the owner]: {LABEL}anyone free in ten minutes?"
+    )
+    assert admin.content == f"{ANONYMOUS_MARK}{LABEL}the car is booked"
+    assert admin.content == group_history(LATE_LINES)[2].content  # as a member's reply
+    assert private.content == f"{LABEL}private chat, no mark"
+    # the turn's own words, without the label, and where they start in the content
+    assert owner.said == f"{OWNER_MARK}: back at six"
+    for turn, line in zip((owner, member, admin, private), LATE_LINES, strict=True):
+        assert turn.content[turn.extra :] == line["content"]
+
+
 def test_the_members_message_answered_is_labelled_and_flagged() -> None:
     line = _turn("user", "free in ten minutes?", timestamp=ARRIVED, metadata={"sentAt": WRITTEN})
     assert member_message(line, "free in ten minutes?") == f"{LABEL}free in ten minutes?"
