@@ -38,7 +38,13 @@ def compression_prompt(previous_summary: str | None, turns: Sequence[ContextTurn
 def _speaker(turn: ContextTurn) -> str:
     """``Speaker: text`` of one turn in the summarising prompt. A group member's words
     under "Owner:" (its label inside them) could become the owner's in the summary,
-    which stands in for those turns for good."""
+    which stands in for those turns for good.
+
+    Whose a group line is is read from the mark it starts with
+    (:func:`bot.brain.group_lines.group_line`), a late line's label after it. Before
+    session 42 that label came first in the owner's context: a late anonymous admin's
+    line failed the check below and was summarised as a member named after the group,
+    the marks left in its words. (A member's restricted reply is never summarised.)"""
     if turn.role == "assistant":
         return f"Assistant: {turn.content}"
     if turn.member is None:

@@ -170,6 +170,21 @@ def test_in_the_owners_context_a_late_group_line_starts_with_whose_it_is() -> No
         assert turn.content[turn.extra :] == line["content"]
 
 
+def test_the_summarising_prompt_tells_late_group_lines_apart() -> None:
+    """Regression (session 42): with the label in front of the mark, the summarising
+    prompt's checks of the marks failed on a late line: an anonymous admin's was named
+    as a member called by the channel's name for it (which any member can call
+    themselves), with the marks left in the words. (A member's restricted reply reads
+    :func:`group_history`, which is never summarised: it has no summary.)"""
+    prompt = compression_prompt(None, transcript_turns(LATE_LINES))
+    assert f"[turn 1] Owner: {LABEL}back at six" in prompt
+    assert f"[turn 2] Ann (a group member, not the owner): {LABEL}anyone free" in prompt
+    assert f"[turn 3] An anonymous admin (not the owner): {LABEL}the car is booked" in prompt
+    assert f"[turn 4] Owner: {LABEL}private chat, no mark" in prompt
+    assert OWNER_MARK not in prompt and ANONYMOUS_MARK not in prompt
+    assert "a group member, not the owner]" not in prompt  # no member's label left in
+
+
 def test_the_members_message_answered_is_labelled_and_flagged() -> None:
     line = _turn("user", "free in ten minutes?", timestamp=ARRIVED, metadata={"sentAt": WRITTEN})
     assert member_message(line, "free in ten minutes?") == f"{LABEL}free in ten minutes?"
