@@ -21,6 +21,7 @@ from bot.events import OutboundMessage, iso
 from bot.moments import require_moment
 from bot.outbox_withdrawals import WITHDRAWN
 from bot.replies import ReplyTarget
+from bot.state_new import born_at
 from bot.store_generations import (
     UNCHECKED,
     Generations,
@@ -114,7 +115,15 @@ async def requeue_unsent_replies(
     those stamped ``window_seconds`` before the newest outbox row or later. Order
     decides, not the wall clock alone: after the clock was set back, the replies written
     since looked older than the rows before them and a scan by time missed them (before
-    session 20). An empty outbox (a lost state.db) re-sends nothing.
+    session 20).
+
+    An empty outbox re-sends nothing written before ``state.db`` was first opened
+    (:func:`bot.state_new.mark_born`): a state.db made anew after a loss, or one an
+    upgrade first marked, has none of the rows of the history before it. What was
+    written since is owed as above, with the time window taken back from the newest
+    such reply: before session 42 an empty outbox re-sent nothing at all, and the first
+    reply of a new store (or of a state.db made anew), cut from its row by a kill, was
+    never sent.
 
     A ``state.db`` older than the index (put back from a backup,
     :mod:`bot.store_generations`) re-sends nothing either: its outbox lacks the rows of
@@ -152,11 +161,15 @@ async def requeue_unsent_replies(
         )
     found = await newest_row(services)
     if found is None:
-        await _advance(services, stale, stop)
-        return 0
-    newest = require_moment(found)
-    since = iso(newest - timedelta(seconds=window_seconds))
-    anchor = await _anchor_turn_id(services)
+        since = await _since_born(services, window_seconds)
+        if since is None:
+            await _advance(services, stale, stop)
+            return 0
+        anchor = _PAST_EVERY_ROW  # no row: the time window alone
+    else:
+        newest = require_moment(found)
+        since = iso(newest - timedelta(seconds=window_seconds))
+        anchor = await _anchor_turn_id(services)
     rows = await services.index_db.fetchall(
         "SELECT conversation_id, turn_number, content, channel, recall, timestamp FROM turns "
         "WHERE role = 'assistant' AND (id >= ? OR timestamp >= ?) ORDER BY id",
@@ -243,6 +256,24 @@ async def newest_row(services: Services) -> str | None:
         "SELECT max(created) FROM outbox WHERE last_error IS NOT ?", (WITHDRAWN + UNCHECKED,)
     )
     return None if row is None or row[0] is None else str(row[0])
+
+
+async def _since_born(services: Services, window_seconds: float) -> str | None:
+    """For an empty outbox: the time from which a reply without a row is owed, the
+    later of ``state.db``'s first open and ``window_seconds`` before the newest reply
+    written since (None when there is none, or no first open was recorded). Only the
+    replies in flight when the first row was due can have been cut: a transcript
+    copied in has at most that window of its replies sent, as with rows."""
+    born = await services.state.run(born_at, write=False)
+    if born is None:
+        return None
+    row = await services.index_db.fetchone(
+        "SELECT max(timestamp) FROM turns WHERE role = 'assistant' AND timestamp >= ?", (born,)
+    )
+    if row is None or row[0] is None:
+        return None
+    newest = require_moment(str(row[0]))
+    return max(born, iso(newest - timedelta(seconds=window_seconds)))
 
 
 def _cut_by_a_crash(stamp: str, has_rows: bool, since: str) -> bool:

@@ -16,6 +16,11 @@ the newest conversation stored then (:data:`WINDOW_SECONDS`: older replies went 
 the owner would have asked again), and tells the owner of them
 (:func:`tell_unknown_deliveries`), the row claimed first so that it is told once.
 ``my-agent status`` shows the row for a week (:func:`made_new_report`).
+
+Each open that writes also records, once, when this ``state.db`` was first opened
+(:func:`mark_born`: row ``state`` / ``born``): made new, or opened by a version that knew
+no such row (an upgrade). While its outbox is empty, a reply written since that moment
+without a row can only be one a crash cut from its row (:mod:`bot.resume`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("my_agent.db")
 
 CURSOR = ("state", "made_new")  # (channel, key) of the row in channel_cursors
+BORN = ("state", "born")  # (channel, key) of the row :func:`mark_born` writes
 # How far before the newest stored conversation a last reply is taken as maybe unsent
 WINDOW_SECONDS = 24 * 3600.0
 LISTED = 10  # conversations named in the alert; the others are counted
@@ -51,6 +57,30 @@ def mark_new(conn: SyncConn) -> None:
         "INSERT OR IGNORE INTO channel_cursors (channel, key, value, updated) VALUES (?, ?, ?, ?)",
         (*CURSOR, json.dumps({"at": now}), now),
     )
+
+
+def mark_born(conn: SyncConn) -> None:
+    """Record in ``conn`` (state.db, opened to write) when it was first opened so; a
+    later open leaves the row as it is."""
+    now = iso(utcnow())
+    conn.execute(
+        "INSERT OR IGNORE INTO channel_cursors (channel, key, value, updated) VALUES (?, ?, ?, ?)",
+        (*BORN, json.dumps({"at": now}), now),
+    )
+
+
+def born_at(conn: SyncConn) -> str | None:
+    """When :func:`mark_born` first recorded ``conn`` (state.db) opened, as an ISO stamp;
+    None when it never did, or the row cannot be read."""
+    row = conn.execute(
+        "SELECT value FROM channel_cursors WHERE channel = ? AND key = ?", BORN
+    ).fetchone()
+    if row is None:
+        return None
+    try:
+        return iso(require_moment(json.loads(row[0])["at"]))
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def unknown_deliveries(conn: SyncConn, at: str) -> list[dict[str, str]]:

@@ -14,7 +14,7 @@ import pytest
 from bot.config import AppConfig
 from bot.events import iso, utcnow
 from bot.replies import ReplyTarget
-from bot.resume import requeue_unsent_replies
+from bot.resume import requeue_unsent_replies, resume_pending_replies
 from bot.services import open_services
 from bot.store_generations import tell_unchecked
 from tests.conftest import make_config, shutdown_services
@@ -225,3 +225,90 @@ async def test_a_crash_between_two_stores_generation_marks_is_still_a_crash(
     turn = await _exchange(services, rec.id, "cut", queued=False)
     assert await requeue_unsent_replies(services) == 1
     assert await services.outbox.has_key(f"{rec.id}:{turn}:reply")
+
+
+async def _restart_and_requeue(config: AppConfig) -> tuple[int, int]:
+    """A start as the daemon's (the pending replies, then the re-queue): how many
+    replies it queued again, and how many rows are then pending."""
+    services = await open_services(config)
+    try:
+        await resume_pending_replies(services)
+        queued = await _count_requeued(services)
+        return queued, await services.outbox.pending_count()
+    finally:
+        await shutdown_services(services)
+
+
+async def _count_requeued(services: Any) -> int:
+    row = await services.state.fetchone(
+        "SELECT count(*) FROM outbox WHERE json_extract(payload, '$.metadata.requeued')"
+    )
+    return int(row[0])
+
+
+async def test_the_first_reply_of_a_new_store_cut_from_its_row_is_sent_once(
+    config: AppConfig,
+) -> None:
+    """Regression (session 42): an empty outbox re-sent nothing, so a kill between the
+    very first reply's transcript line and its outbox row lost that reply for good."""
+    services = await open_services(config)  # a first start: state.db made here
+    try:
+        rec = await services.conversations.create("telegram", channel_meta={"chatId": "42"})
+        turn = await _exchange(services, rec.id, "hello", queued=False)  # killed here
+    finally:
+        await shutdown_services(services)
+    assert await _restart_and_requeue(config) == (1, 1)
+    services = await open_services(config)
+    try:
+        assert await services.outbox.has_key(f"{rec.id}:{turn}:reply")
+    finally:
+        await shutdown_services(services)
+    assert await _restart_and_requeue(config) == (1, 1)  # the same row: sent once
+
+
+async def test_a_state_db_made_anew_owes_only_the_replies_written_after_it(
+    config: AppConfig,
+) -> None:
+    """A lost state.db made anew re-sends none of the history before it (not even the
+    last minutes'), but the first reply cut from its row after it is sent."""
+    services = await open_services(config)
+    try:
+        rec = await services.conversations.create("telegram", channel_meta={"chatId": "42"})
+        for n in range(2):
+            await _exchange(services, rec.id, f"history {n}", queued=n == 0)
+        # a second ago: surely before the new state.db, though inside any window
+        moment = iso(utcnow() - timedelta(seconds=1))
+        await _set(services.index_db, "UPDATE turns SET timestamp = ?", (moment,))
+    finally:
+        await shutdown_services(services)
+    for path in config.data_dir.glob("state.db*"):
+        path.unlink()  # lost
+    assert await _restart_and_requeue(config) == (0, 0)
+    services = await open_services(config)
+    try:
+        cut = await _exchange(services, rec.id, "after the loss", queued=False)
+    finally:
+        await shutdown_services(services)
+    assert await _restart_and_requeue(config) == (1, 1)
+    services = await open_services(config)
+    try:
+        assert await services.outbox.has_key(f"{rec.id}:{cut}:reply")
+    finally:
+        await shutdown_services(services)
+
+
+async def test_an_empty_outbox_from_before_the_mark_re_sends_nothing(
+    config: AppConfig,
+) -> None:
+    """A state.db an older version made (no first-open row) is marked at the upgrade's
+    first open: the replies before it are history, not sent again."""
+    services = await open_services(config)
+    try:
+        rec = await services.conversations.create("telegram", channel_meta={"chatId": "42"})
+        await _exchange(services, rec.id, "before the upgrade", queued=False)
+        moment = iso(utcnow() - timedelta(seconds=1))
+        await _set(services.index_db, "UPDATE turns SET timestamp = ?", (moment,))
+        await _set(services.state, "DELETE FROM channel_cursors WHERE key = 'born'", ())
+    finally:
+        await shutdown_services(services)
+    assert await _restart_and_requeue(config) == (0, 0)
