@@ -44,6 +44,7 @@ CHANNELS = ", ".join(ChannelsConfig.model_fields)
 def cmd_run(args: argparse.Namespace) -> int:
     from bot.daemon import run_daemon
     from bot.services import ChannelStartError, DatabaseOpenError, DataDirError, DataDirInUse
+    from bot.status_file import STATUS_FILE_NAME, record_exit
 
     config = command_config(args)
     redaction.use_config(config)  # masked in the log from its first line
@@ -60,25 +61,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     async def _main() -> int:
         return await run_daemon(config, config_path=Path(source) if source else None)
 
+    reason = ""
     try:
         code = asyncio.run(_main())
     except DataDirError as exc:
         log.error("%s", exc)
-        code = exitcodes.EX_DATADIR
+        code, reason = exitcodes.EX_DATADIR, str(exc)
     except DatabaseOpenError as exc:
         log.error("%s", exc)
-        code = exitcodes.EX_DATABASE
+        code, reason = exitcodes.EX_DATABASE, str(exc)
     except DataDirInUse as exc:
         log.error("%s", exc)
-        code = exitcodes.EX_TEMPFAIL
+        code, reason = exitcodes.EX_TEMPFAIL, str(exc)
     except ChannelStartError as exc:
         log.error("%s", exc)
-        code = exitcodes.EX_UNAVAILABLE
-    except Exception:
+        code, reason = exitcodes.EX_UNAVAILABLE, str(exc)
+    except ConfigError as exc:  # met while starting: as when the file is read (main)
+        for line in exc.lines():
+            log.error("configuration error: %s", line)
+        code, reason = exitcodes.EX_CONFIG, f"configuration error: {exc.lines()[0]}"
+    except Exception as exc:
         # The daemon's log is where its traceback belongs (systemd's journal); then the
         # same exit as the end below, or a worker thread could keep the process alive.
         log.exception("internal error: the daemon stops")
-        code = exitcodes.EX_SOFTWARE
+        code, reason = exitcodes.EX_SOFTWARE, f"internal error: {type(exc).__name__}: {exc}"
+    if code != exitcodes.OK:
+        # daemon.json said "starting" after a refused start, which `my-agent status` read
+        # as a daemon killed or crashed (before session 42): the exit and why, instead
+        record_exit(config.data_dir / STATUS_FILE_NAME, code, reason)
     # Everything is closed and flushed. A worker thread still inside a library call (a
     # model download retrying with long sleeps) must not hold the exit hostage: not after
     # a stop, nor after a failed start (a port in use waited 40 s for fastembed's retries

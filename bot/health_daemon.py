@@ -159,12 +159,26 @@ def daemon_from_status_file(data_dir: Path, now: float | None = None) -> dict[st
             # killed (kill -9, the OOM killer) or crashed. Its status line is what it
             # said alive, printed after "stopped" it read as the state of now.
             out["unclean"] = True
+        _exit(data, out)
     elif interval is not None and age > STALE_INTERVALS * interval + 2:
         out["state"] = "stale"  # alive but no heartbeat: the event loop is stuck
     else:
         state = data.get("state")
         out["state"] = state if isinstance(state, str) and state else "unknown"
     return out
+
+
+def _exit(data: dict[str, Any], out: dict[str, Any]) -> None:
+    """The error exit a stopped daemon recorded (:func:`bot.status_file.record_exit`),
+    into ``out``: ``exit_code``, ``exit_reason``, and ``refused`` when it never said
+    ready (its start was refused)."""
+    code = _number(data.get("exit_code"))
+    if data.get("state") != "stopped" or not code or not code.is_integer():
+        return
+    reason = data.get("exit_reason")
+    out["exit_code"] = int(code)
+    out["exit_reason"] = reason if isinstance(reason, str) else ""
+    out["refused"] = _number(data.get("ready_at")) is None
 
 
 def _number(value: Any) -> float | None:

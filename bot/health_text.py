@@ -100,6 +100,19 @@ def _pages(index: dict[str, Any]) -> str:
     return f"{index['pages']} (every page checked {when}; --pages checks now)"
 
 
+def ended_text(daemon: dict[str, Any]) -> str:
+    """How a daemon that recorded its error exit ended: "its start was refused (exit
+    74): ..." or "it ended with exit 70: ..."."""
+    code = daemon["exit_code"]
+    head = (
+        f"its start was refused (exit {code})"
+        if daemon.get("refused")
+        else f"it ended with exit {code}"
+    )
+    reason = daemon.get("exit_reason")
+    return f"{head}: {reason}" if reason else head
+
+
 def format_text(report: dict[str, Any]) -> str:
     """Human-readable summary of :func:`collect`'s report, one ``label:`` column wide
     enough for the longest label (the values started in three different columns)."""
@@ -112,6 +125,10 @@ def format_text(report: dict[str, Any]) -> str:
         extra += " — it ended without stopping (killed or crashed)"
         if daemon.get("status"):
             extra += f"; its last status: {daemon['status']}"
+    elif daemon.get("exit_code"):
+        # a refused start said "it ended without stopping (killed or crashed)" before
+        # session 42: its daemon.json still said "starting"
+        extra += f" — {ended_text(daemon)}"
     elif daemon.get("status") and daemon["status"] != state:  # not "stopped pid 7 — stopped"
         extra += f" — {daemon['status']}"
         age = daemon.get("status_age_seconds") or 0

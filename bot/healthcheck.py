@@ -44,7 +44,7 @@ from bot.health_store import (
     outbox_counts,
     unbuilt,
 )
-from bot.health_text import OFFLINE_STATE, format_text, not_ready_because
+from bot.health_text import OFFLINE_STATE, ended_text, format_text, not_ready_because
 from bot.schema import INDEX_MIGRATIONS, STATE_MIGRATIONS
 from bot.service_databases import REBUILD_NEWER_INDEX
 from bot.spool_file import SPOOL_NAME, read_held
@@ -110,7 +110,10 @@ def collect(
             if daemon.get("unclean")
             else daemon["state"]
         )
-        problems.append(f"daemon is not running ({state}){other}")
+        if daemon.get("exit_code"):  # "killed or crashed" for a refused start (session 42)
+            problems.append(f"daemon is not running: {ended_text(daemon)}{other}")
+        else:
+            problems.append(f"daemon is not running ({state}){other}")
     elif readyz is not None and not readyz["ok"]:
         readyz["channel_problems"] = _kept_problems(config.state_path)
         problems.append(f"/readyz is not ok: {not_ready_because(readyz)}")

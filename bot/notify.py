@@ -98,6 +98,9 @@ class Notifier:
         # the status file for `my-agent status` (its brain row, session 40).
         self.brain: str | None = None
         self.started_at = time.time()
+        # When it first said ready (None: never): an exit with an error after it is an
+        # end, before it a refused start (bot.status_file.record_exit)
+        self.ready_at: float | None = None
         self.start_ticks = process_start_ticks(self.pid)
         self.heartbeats = 0
         self._sock: socket.socket | None = None
@@ -169,6 +172,8 @@ class Notifier:
         if self._stopping:
             return
         self.state = "ready"
+        if self.ready_at is None:
+            self.ready_at = time.time()
         fields = ["READY=1", f"MAINPID={self.pid}"]
         if status is not None:
             self.status_text = status
@@ -301,6 +306,7 @@ class Notifier:
             "status": self.status_text,
             "status_at": self.status_at,
             "started_at": self.started_at,
+            "ready_at": self.ready_at,
             "start_ticks": self.start_ticks,
             "updated_at": time.time(),
             "heartbeat_interval": self.ping_interval,

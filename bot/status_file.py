@@ -4,6 +4,11 @@
 systemd; ``my-agent status`` and the health check read it (:mod:`bot.health_daemon`)
 to tell a live daemon from a dead one, and from a later process that got its pid
 (:func:`process_start_ticks`).
+
+A daemon that exits with an error (its start refused: exit 74 for a database it cannot
+use, 69 for a channel that cannot start; or a bug, 70) records it there last
+(:func:`record_exit`): before session 42 a refused start left ``starting``, and
+``my-agent status`` said the daemon had been killed or had crashed.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import contextlib
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +58,27 @@ def process_start_ticks(pid: int) -> int | None:
         return int(stat.rpartition(")")[2].split()[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def record_exit(path: Path, code: int, reason: str) -> bool:
+    """Record in the status file at ``path`` that this process ends with exit ``code``
+    for ``reason`` (its first line): state ``stopped``, ``exit_code`` and
+    ``exit_reason``. Only a file this process wrote is changed (another daemon's, or
+    one left by an earlier process, is not ours to say anything of); returns whether it
+    was."""
+    data = read_status_file(path)
+    pid = os.getpid()
+    if data is None or data.get("pid") != pid:
+        return False
+    ticks = process_start_ticks(pid)
+    if ticks is not None and data.get("start_ticks") not in (None, ticks):
+        return False  # written by an earlier process that had our pid
+    lines = reason.strip().splitlines()
+    data.update(
+        state="stopped",
+        exit_code=code,
+        exit_reason=lines[0] if lines else "",
+        updated_at=time.time(),
+    )
+    write_status_file(path, data)
+    return True

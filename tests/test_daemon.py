@@ -728,3 +728,30 @@ async def test_sighup_masks_a_secret_new_in_the_file(
     notifier = SimpleNamespace(reloading=lambda: None, ready=lambda status: None)
     await reload(services, notifier)  # type: ignore[arg-type]
     assert redaction.mask("old-secret-1 new-secret-2") == "*** ***"
+
+
+async def test_a_refused_start_is_recorded_as_refused_not_as_a_crash(tmp_path: Path) -> None:
+    """Regression (session 42): a start refused with exit 74 (an index from a newer
+    my-agent) left daemon.json saying "starting", and `my-agent status` said the daemon
+    "ended without stopping (killed or crashed)"."""
+    from bot import healthcheck
+    from bot.config import load_config
+    from tests.sqlite_driver import sqlite3
+
+    data = tmp_path / "data"
+    (data / "conversations").mkdir(parents=True)
+    conn = sqlite3.connect(data / "conversations" / "conversations.db")
+    conn.execute("PRAGMA user_version=999")
+    conn.close()
+    proc = Daemon(tmp_path, {"data_dir": str(data), "embedding": {"enabled": False}})
+    with pytest.raises(RuntimeError, match="daemon exited 74"):
+        await proc.start()
+    daemon = healthcheck.daemon_from_status_file(data)
+    assert daemon["state"] == "stopped" and "unclean" not in daemon, daemon
+    assert daemon["exit_code"] == 74 and daemon["refused"] is True
+    assert "schema version 999" in daemon["exit_reason"]
+    report = healthcheck.collect(load_config(proc.config_path), readyz_timeout=0.5)
+    said = next(p for p in report["problems"] if p.startswith("daemon is not running"))
+    assert said.startswith("daemon is not running: its start was refused (exit 74): "), said
+    line = next(x for x in healthcheck.format_text(report).splitlines() if x.startswith("daemon:"))
+    assert "its start was refused (exit 74)" in line and "crashed" not in line, line

@@ -346,3 +346,30 @@ def test_once_stopping_a_reload_never_says_ready_again(
     n.stopped()
     status = read_status_file(path)
     assert status is not None and status["state"] == "stopped"
+
+
+def test_an_error_exit_is_recorded_in_this_process_status_file_only(tmp_path: Path) -> None:
+    """Session 42: the exit and its reason go into daemon.json as the process's last
+    word (a refused start before ready, an end after it); a file another process wrote
+    is left as it is."""
+    from bot.health_daemon import daemon_from_status_file
+    from bot.health_text import ended_text
+    from bot.status_file import record_exit
+
+    path = tmp_path / "daemon.json"
+    n = Notifier(env={}, status_path=path)
+    n.status("opening the store and index")
+    assert record_exit(path, 74, "cannot open state.db: damaged\nrestore it from a backup")
+    daemon = daemon_from_status_file(tmp_path)
+    assert daemon["state"] == "stopped" and "unclean" not in daemon
+    assert ended_text(daemon) == "its start was refused (exit 74): cannot open state.db: damaged"
+
+    n.ready("ready")  # served, then ended by a bug
+    assert record_exit(path, 70, "internal error: RuntimeError: boom")
+    daemon = daemon_from_status_file(tmp_path)
+    assert ended_text(daemon) == "it ended with exit 70: internal error: RuntimeError: boom"
+
+    other = {"pid": os.getppid(), "state": "ready", "updated_at": time.time()}
+    path.write_text(json.dumps(other))
+    assert not record_exit(path, 74, "not ours")
+    assert read_status_file(path) == other
