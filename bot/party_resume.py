@@ -65,6 +65,7 @@ from bot.party_edits import EDIT_MARK
 from bot.party_lines import answered_message
 from bot.party_tiers import handles_of, tier_now
 from bot.resume import newest_row
+from bot.state_new import born_at
 from bot.store_generations import UNCHECKED, Generations, read_generations
 from bot.transcript_lines import Line
 from bot.turn_recorder import reply_target
@@ -133,6 +134,10 @@ async def resume_known_parties(
     since = iso((now or utcnow()) - timedelta(seconds=RESUME_WINDOW_SECONDS))
     resumed = 0
     newest = await newest_row(services)
+    # An empty outbox: the answers written since state.db was first opened may be owed
+    # (a kill between a first answer's file line and its row). Before session 42 none
+    # was, and a contact's first answer on a new or remade state.db was lost so.
+    born = await services.state.run(born_at, write=False) if newest is None else None
     stopped = False
     for party in await _recent_parties(services, "known", since):
         if _stopping(stop):
@@ -141,6 +146,10 @@ async def resume_known_parties(
         lines = await services.external.read_lines(party.id)  # read once for both
         if newest is not None:
             await requeue_unqueued_answers(services, party, lines, newest, unchecked=unchecked)
+        elif born is not None and (latest := _latest_answer(lines, born)) is not None:
+            await requeue_unqueued_answers(
+                services, party, lines, latest, unchecked=unchecked, not_before=born
+            )
         said = await owed_messages(services, party, lines, since)
         if not said:
             continue
@@ -231,6 +240,7 @@ async def requeue_unqueued_answers(
     newest: str,
     window_seconds: float = 600.0,
     unchecked: list[tuple[OutboundMessage, str]] | None = None,
+    not_before: str | None = None,
 ) -> int:
     """Queue again the answers to ``party`` in their file (``lines``) whose outbox row a
     crash kept from being written (module docstring); ``newest``: the newest outbox
@@ -244,9 +254,13 @@ async def requeue_unqueued_answers(
     after another per party, so only those can have lost theirs, whatever the wall clock
     said when they were written (one set back hid them from a scan by time before
     session 20). A party none of whose answers has a row (a lost state.db, or a crash at
-    their first answer) has those made ``window_seconds`` before ``newest`` or later."""
+    their first answer) has those made ``window_seconds`` before ``newest`` or later,
+    and not before ``not_before`` (an empty outbox: when state.db was first opened,
+    ``newest`` the party's latest answer since; history before it is never sent)."""
     start = require_moment(newest)
     since = iso(start - timedelta(seconds=window_seconds))
+    if not_before is not None:
+        since = max(since, not_before)
     answers = [line for line in lines if _answer_line(line)]
     unqueued: list[Line] = []
     anchored = False
@@ -336,3 +350,11 @@ def cut_messages(lines: list[Line]) -> tuple[list[Line], str | None]:
         if kind in ("message", "event"):
             cut = []  # handled (an escalation, an acknowledgement, a command's answer)
     return [line for line in cut if _expects_answer(line)], before
+
+
+def _latest_answer(lines: list[Line], born: str) -> str | None:
+    """The time of the latest answer in a party's file written since ``born`` (state.db's
+    first open), or None."""
+    stamps = [str(line.get("timestamp", "")) for line in lines if _answer_line(line)]
+    latest = max((stamp for stamp in stamps if stamp >= born), default=None)
+    return latest

@@ -280,6 +280,48 @@ async def test_an_answer_a_crash_kept_from_the_outbox_is_queued_from_the_file(
     await shutdown_services(third.s)
 
 
+async def test_a_first_answer_a_crash_kept_from_an_empty_outbox_is_queued(
+    tmp_path: Path,
+) -> None:
+    # Regression (session 42): with no outbox row at all (a new state.db, or one made
+    # anew) nothing was queued from the file, so a kill between a contact's very first
+    # answer's file line and its row lost that answer for good.
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    first.telegram.failing = True  # the row is written but not sent: as if it never was
+    await first.kim("are you open on sunday?", message_id="k0")
+    while first.telegram.attempts == 0:
+        await asyncio.sleep(0.01)
+    await first.s.state.execute("DELETE FROM outbox")
+    await first.stop()
+
+    second = await Run.restarted(config)
+    assert second.brain.requests == []  # not made again: queued from the file
+    assert second.replies() == ["re: are you open on sunday?"]
+    await shutdown_services(second.s)
+
+    third = await Run.restarted(config)  # queued now: never again
+    assert third.replies() == [] and third.brain.requests == []
+    await shutdown_services(third.s)
+
+
+async def test_an_empty_outbox_queues_no_answer_from_before_state_db(tmp_path: Path) -> None:
+    """A state.db made anew (lost) sends none of the answers written before it."""
+    config = _config(tmp_path)
+    first = await Run.start(config)
+    await first.kim("are you open on sunday?", message_id="k0")
+    await settle(first.s)
+    assert first.replies() == ["re: are you open on sunday?"]
+    await first.stop()
+    await asyncio.sleep(0.01)  # (the answer's stamp before the new state.db's first open)
+    for path in config.data_dir.glob("state.db*"):
+        path.unlink()  # lost
+
+    second = await Run.restarted(config)
+    assert second.replies() == [] and second.brain.requests == []
+    await shutdown_services(second.s)
+
+
 async def test_an_answer_kept_from_the_outbox_after_the_clock_was_set_back_is_queued(
     tmp_path: Path,
 ) -> None:
