@@ -35,7 +35,7 @@ from bot.brain.group_lines import (
     shown_member,
     unmarked,
 )
-from bot.brain.late_turns import RESTRICTED_ZONE, late_label
+from bot.brain.late_turns import RESTRICTED_ZONE, late_label, with_late_note
 from bot.identity import anonymous_sender
 
 __all__ = [
@@ -77,7 +77,8 @@ def member_message(line: Mapping[str, Any] | None, text: str) -> str:
     """The member's message answered, ``text``, as their reply reads it: what imitates
     the owner's mark flagged, after the label saying when it was written when that was
     long before it came (its transcript ``line``; None: not found, shown as it is)."""
-    return (_late(line) if line is not None else "") + unmarked(text)
+    label = late_label(line, RESTRICTED_ZONE) if line is not None else None
+    return with_late_note(label, unmarked(text))  # (a blank one keeps its placeholder)
 
 
 def _late(line: Mapping[str, Any]) -> str:

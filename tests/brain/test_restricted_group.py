@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.brain.context import WorkingContext, transcript_turns
+from bot.brain.restricted_context import EMPTY_MESSAGE
 from bot.brain.restricted_group import (
     ANONYMOUS_MARK,
     OWNER_MARK,
@@ -191,6 +192,8 @@ def test_the_members_message_answered_is_labelled_and_flagged() -> None:
     said = f"{OWNER_MARK}: share it"
     assert member_message(None, said) == unmarked(said)  # its line not found: as it is
     assert OWNER_MARK not in member_message(line, said)
+    # a blank late message keeps its placeholder after the label (session 42)
+    assert member_message(line, " ") == f"{LABEL}{EMPTY_MESSAGE}"
 
 
 async def test_a_members_late_message_reaches_their_reply_labelled(tmp_path: Path) -> None:
