@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,10 +86,8 @@ async def term_count(db: Database) -> int:
     return int(row[0]) if row else 0
 
 
-async def index_all_terms(db: Database, embedder: EmbeddingService) -> tuple[int, bool]:
-    """Every turn's words (after a rebuild, a model change, or an index from before the
-    term table); returns (words added, whether the table is now marked complete)."""
-    words: set[str] = set()
+async def _words_by_chunk(db: Database) -> AsyncIterator[set[str]]:
+    """The content words of the recallable turns, 5,000 turns at a time."""
     last = -(1 << 63)
     while True:
         rows = await db.fetchall(
@@ -97,10 +95,20 @@ async def index_all_terms(db: Database, embedder: EmbeddingService) -> tuple[int
             (last,),
         )
         if not rows:
-            break
+            return
+        words: set[str] = set()
         for _, content in rows:
             words |= content_words(str(content))
         last = int(rows[-1][0])
+        yield words
+
+
+async def index_all_terms(db: Database, embedder: EmbeddingService) -> tuple[int, bool]:
+    """Every turn's words (after a rebuild, a model change, or an index from before the
+    term table); returns (words added, whether the table is now marked complete)."""
+    words: set[str] = set()
+    async for chunk in _words_by_chunk(db):
+        words |= chunk
         await asyncio.sleep(0)
     added = await index_terms(db, embedder, words)
     if not embedder.available:
@@ -116,20 +124,10 @@ async def all_covered(db: Database) -> bool:
     """Whether every recallable turn's words have a stored vector (reads only; stops at
     the first 5,000 turns with a word missing): what lets a rebuilt index keep the old
     one's mark that the table is complete (:mod:`bot.reindex_carry`)."""
-    last = -(1 << 63)
-    while True:
-        rows = await db.fetchall(
-            "SELECT id, content FROM turns WHERE id > ? AND recall = 1 ORDER BY id LIMIT 5000",
-            (last,),
-        )
-        if not rows:
-            return True
-        words: set[str] = set()
-        for _, content in rows:
-            words |= content_words(str(content))
+    async for words in _words_by_chunk(db):
         if await db.run(functools.partial(missing, words=words), write=False):
             return False
-        last = int(rows[-1][0])
+    return True
 
 
 def read_vectors(conn: SyncConn, dims: int, words: list[str]) -> tuple[list[str], np.ndarray]:
