@@ -277,7 +277,7 @@ def _apply_line(
                 "answer" if line.get("answers") else line.get("kind", "message"),
                 # when it was written, as the channel said (a line written before
                 # session 42 has none: bot/schema_party_messages.py)
-                _sent_at(line),
+                sent_at_of(line),
                 # the message of theirs it answers, kept for a record rebuilt from the
                 # index (bot/party_rescue.py, session 42)
                 str(line["answers"]) if line.get("answers") else None,
@@ -347,7 +347,9 @@ def _apply_line(
             )
 
 
-def _sent_at(line: Line) -> str | None:
-    """When a message line says it was written (its ``sentAt``), if it says so."""
-    sent = line.get(SENT_AT)
+def sent_at_of(fields: Mapping[str, Any]) -> str | None:
+    """When a message says it was written (its ``sentAt``, :data:`bot.events.SENT_AT`:
+    an ISO time), if it says so: its line in a party's file, or its channel's metadata
+    (:attr:`bot.events.InboundMessage.metadata`)."""
+    sent = fields.get(SENT_AT)
     return sent if isinstance(sent, str) and sent else None

@@ -137,13 +137,6 @@ def listed(addresses: Sequence[str], most: int = 3) -> str:
     return shown + (f" and {len(addresses) - most} more" if len(addresses) > most else "")
 
 
-def sent_at_of(msg: InboundMessage) -> str | None:
-    """When ``msg`` was written, as its channel says (:data:`bot.events.SENT_AT`: an
-    ISO time), if it says so."""
-    sent = msg.metadata.get(SENT_AT)
-    return sent if isinstance(sent, str) and sent else None
-
-
 def thread_fields(msg: InboundMessage) -> dict[str, Any]:
     """What an answer to ``msg`` threads under, as its line in the party's file keeps
     it: its reference (``replyRef``, an e-mail's Message-ID), ``subject``, the references

@@ -25,12 +25,12 @@ from bot.bursts import Bursts
 from bot.commands import COMMANDS, parse_command
 from bot.events import InboundMessage, iso, utcnow
 from bot.known_answers import KnownAnswers
-from bot.parties import PartyRecord, normalise_identity, party_handle
+from bot.parties import PartyRecord, normalise_identity, party_handle, sent_at_of
 from bot.party_budget import KnownBudget
 from bot.party_edits import edit_notice_due, escalated, message_key, message_keys
 from bot.party_escalations import attachments_of
 from bot.party_limits import forged_known, kept
-from bot.party_lines import sent_at_of, thread_fields
+from bot.party_lines import thread_fields
 from bot.replies import ALBUM_SETTLE_SECONDS, ReplyTarget
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class StrangerFlow(KnownAnswers):
             addressed=msg.addressed,
             album=album,
             attachments=[asdict(a) for a in msg.attachments],
-            sent_at=sent_at_of(msg),
+            sent_at=sent_at_of(msg.metadata),
         )
         if duplicate:
             return
