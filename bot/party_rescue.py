@@ -72,7 +72,7 @@ def party_index_lines(conn: SyncConn, party_id: str) -> list[Line]:
     timed: list[tuple[str, int, list[Line]]] = []
     messages = conn.execute(
         "SELECT id, direction, content, timestamp, message_ref, kind,"
-        f" {_column(conn, 'sent_at')}, {_column(conn, 'answers')} FROM external_messages"
+        f" {_later_columns(conn, 'sent_at', 'answers')} FROM external_messages"
         " WHERE party_id = ? ORDER BY id",
         (party_id,),
     )
@@ -129,12 +129,12 @@ def _answered(line: Line, answers: str | None) -> list[Line]:
     return [{"type": "event", "event": "withdrawn", "answers": answers, "at": at, "timestamp": at}]
 
 
-def _column(conn: SyncConn, name: str) -> str:
-    """``name``, a column of ``external_messages`` a later migration added, or NULL in an
-    index written before it: ``my-agent reindex`` reads the index it replaces as it is,
-    without migrating it (bot/recovery_reindex.py)."""
+def _later_columns(conn: SyncConn, *names: str) -> str:
+    """``names``, columns of ``external_messages`` a later migration added, each NULL in
+    an index written before it: ``my-agent reindex`` reads the index it replaces as it
+    is, without migrating it (bot/recovery_reindex.py)."""
     have = {str(row[1]) for row in conn.execute("PRAGMA table_info(external_messages)")}
-    return name if name in have else f"NULL AS {name}"
+    return ", ".join(name if name in have else f"NULL AS {name}" for name in names)
 
 
 def save_removed_party(
