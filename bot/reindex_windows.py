@@ -97,7 +97,9 @@ def match_windows(
             at, upto = where.get(turn_id), where.get(last)
             if at is None or upto is None or not at <= upto <= at + radius:
                 continue
-            digest = text_digest(window_text(old_texts[: upto + 1], at, radius))
+            # (the window's own turns only: a slice from the start was a copy per turn)
+            lo = max(0, at - radius)
+            digest = text_digest(window_text(old_texts[lo : upto + 1], at - lo, radius))
         by_text.setdefault(digest, turn_id)
     texts = [content for _, content in new]
     found: list[tuple[int, tuple[int, int, str]]] = []
