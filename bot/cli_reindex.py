@@ -134,8 +134,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         # goes (a copy: seconds, the lock held so that no daemon embeds meanwhile); before
         # session 42 every vector was embedded again (~30 minutes at 105,000 turns).
         report["vectorsKept"] = await carry_vectors(s, aside, report["warnings"])
-        if report["vectorsKept"] and any(report["vectorsKept"].values()):
-            report["vectorsOwed"] = await owed_vectors(s)
+        report["vectorsOwed"] = await owed_vectors(s)  # (once, after the copy)
         report["seconds"] = round(time.monotonic() - started, 2)
         store_given_back()
         if not as_json:  # (flushed: a pipe kept it until the end)
@@ -208,15 +207,14 @@ async def rebuild(s: Any) -> dict[str, Any]:
     """``reindex``'s report once the old index is set aside and the services opened
     (recovery has rebuilt the rows): the recovery's counts, ``turns`` indexed,
     ``vectors`` (None: none embedded here; :func:`bot.reindex_vectors.embed_now` with
-    ``--vectors``), ``vectorsOwed`` (turn windows and notes with no vector yet, None
-    when the store has none), ``warnings``."""
+    ``--vectors``), ``warnings``; ``vectorsOwed`` is the caller's, once the old index's
+    vectors are copied (:func:`bot.reindex_vectors.owed_vectors`)."""
     report: dict[str, Any] = s.recovery.to_dict() if s.recovery else {}
     report["turns"] = await s.index.turn_rows()
     warnings: list[str] = []
     if report.get("removed"):
         warnings.append(f"{report['removed']} conversations had no transcript any more: left out")
     report["vectors"] = None
-    report["vectorsOwed"] = await owed_vectors(s)
     if not s.config.embedding.enabled:
         warnings.append(NO_VECTORS.format(why="embedding.enabled is false (keyword search)"))
     elif not s.index_db.vec_available:
@@ -226,8 +224,9 @@ async def rebuild(s: Any) -> dict[str, Any]:
 
 
 def format_report(report: dict[str, Any], index_path: str, embedding_now: bool = False) -> str:
-    """The owner's lines of a reindex ``report`` (:func:`rebuild` plus ``seconds``);
-    ``embedding_now``: ``--vectors`` embeds the vectors owed next."""
+    """The owner's lines of a reindex ``report`` (:func:`rebuild` plus ``vectorsKept``,
+    ``vectorsOwed``, ``seconds``); ``embedding_now``: ``--vectors`` embeds the vectors
+    owed next."""
     lines = [
         f"Rebuilt {index_path} from the transcripts in {report.get('seconds', 0):.1f} s:",
         f"  {counted(int(report.get('conversations', 0)), 'conversation')}, "
