@@ -116,22 +116,21 @@ class LoopbackChannel:
             return SendResult(message_ref=self._delivered[key])
         data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
         async with self._lock:
-            await asyncio.to_thread(_append_durably, str(self.sent_path), data)
-            await asyncio.to_thread(self._bound)
+            size = await asyncio.to_thread(_append_durably, str(self.sent_path), data)
+            limit = self.section.sent_max_bytes
+            if limit and size > limit:
+                await asyncio.to_thread(self._cut, limit)
         if key is not None:
             self._remember(key, ref)
         return SendResult(message_ref=ref)
 
-    def _bound(self) -> None:
-        """Cut loopback-sent.jsonl to its latest lines once it passes
-        ``sent_max_bytes``: before session 42 it grew for the life of the data
+    def _cut(self, limit: int) -> None:
+        """Cut loopback-sent.jsonl to its latest lines, once it passed ``limit``
+        (``sent_max_bytes``): before session 42 it grew for the life of the data
         directory, and ``GET /sent`` and every start read it whole. The send is durable
         before this runs, so a cut that fails (a full disk) is logged, not the send's
         failure."""
-        limit = self.section.sent_max_bytes
         try:
-            if not limit or self.sent_path.stat().st_size <= limit:
-                return
             kept = cut_to_latest(self.sent_path, limit // 2, KEEP_AT_LEAST)
         except OSError as exc:
             log.warning("cannot cut %s to its latest lines: %s", self.sent_path, exc)
@@ -229,10 +228,10 @@ def _fingerprint(record: dict[str, Any]) -> bytes:
     return hashlib.blake2b(said.encode(), digest_size=16).digest()
 
 
-def _append_durably(path: str, data: bytes) -> None:
+def _append_durably(path: str, data: bytes) -> int:
     """Append ``data`` whole and fsync it, or leave the file as it was and raise: a short
     write (a full disk) used to count as sent and left a torn record that swallowed the
-    next one."""
+    next one. Returns the file's size after it."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         start = os.fstat(fd).st_size
@@ -246,6 +245,7 @@ def _append_durably(path: str, data: bytes) -> None:
             raise
     finally:
         os.close(fd)
+    return start + len(data)
 
 
 def cut_to_latest(path: Path, keep_bytes: int, keep_lines: int) -> int:
