@@ -114,41 +114,28 @@ def connect_sync(
     ``read_only`` (a reading command on a full disk): opened to read the file as it is
     (:func:`read_only_uri`); any write raises SQLITE_READONLY."""
     drv = driver or select_driver()
-    if read_only:
-        conn = drv.module.connect(
-            read_only_uri(Path(path)),
-            uri=True,
-            timeout=10.0,
-            isolation_level=None,
-            check_same_thread=False,
-        )
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA foreign_keys=ON")
-        _load_vec(conn, drv)
-        return conn
+    target = read_only_uri(Path(path)) if read_only else str(path)
     conn = drv.module.connect(
-        str(path), timeout=10.0, isolation_level=None, check_same_thread=False
+        target, uri=read_only, timeout=10.0, isolation_level=None, check_same_thread=False
     )
-    conn.execute("PRAGMA journal_mode=WAL")
+    if not read_only:
+        conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys=ON")
-    # A WAL file left long by a burst is cut back to this when it starts over
-    # (bot.walcheckpoint); without it the file keeps its largest size for good.
-    conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
-    # The index is derived data (rebuildable from transcripts); NORMAL is durable across
-    # process crashes in WAL mode. state.db raises this to FULL itself.
-    conn.execute("PRAGMA synchronous=NORMAL")
-    _load_vec(conn, drv)
-    return conn
-
-
-def _load_vec(conn: SyncConn, drv: Driver) -> None:
+    if not read_only:
+        # A WAL file left long by a burst is cut back to this when it starts over
+        # (bot.walcheckpoint); without it the file keeps its largest size for good.
+        conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
+        # The index is derived data (rebuildable from transcripts); NORMAL is durable
+        # across process crashes in WAL mode. state.db raises this to FULL itself.
+        conn.execute("PRAGMA synchronous=NORMAL")
     if drv.vec_available:
         import sqlite_vec
 
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)
         conn.enable_load_extension(False)
+    return conn
 
 
 def read_only_uri(path: Path) -> str:
@@ -158,11 +145,10 @@ def read_only_uri(path: Path) -> str:
     clean stop), ``immutable``: the main file is the whole database, and ``mode=ro``
     would have to create the ``-shm`` file, which a full disk refuses
     (:func:`bot.status_reads.connect_readonly` reads ``my-agent status``'s so too)."""
-    mode = "ro"
-    if not any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm")):
-        mode = "immutable"
     uri = path.absolute().as_uri()
-    return f"{uri}?mode=ro" if mode == "ro" else f"{uri}?immutable=1"
+    if any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm")):
+        return f"{uri}?mode=ro"
+    return f"{uri}?immutable=1"
 
 
 def in_transaction(conn: SyncConn, fn: Callable[[SyncConn], T]) -> T:
