@@ -355,6 +355,5 @@ def cut_messages(lines: list[Line]) -> tuple[list[Line], str | None]:
 def _latest_answer(lines: list[Line], born: str) -> str | None:
     """The time of the latest answer in a party's file written since ``born`` (state.db's
     first open), or None."""
-    stamps = [str(line.get("timestamp", "")) for line in lines if _answer_line(line)]
-    latest = max((stamp for stamp in stamps if stamp >= born), default=None)
-    return latest
+    stamps = (str(line.get("timestamp", "")) for line in lines if _answer_line(line))
+    return max((stamp for stamp in stamps if stamp >= born), default=None)
