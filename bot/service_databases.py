@@ -26,7 +26,7 @@ from bot.index_rescue import (
     quick_check_text,
 )
 from bot.schema import STATE_MIGRATIONS
-from bot.state_new import mark_born, mark_new
+from bot.state_new import born_at, mark_born, mark_new
 
 log = logging.getLogger("my_agent.services")
 
@@ -111,7 +111,9 @@ async def _open_state(config: AppConfig, check: bool, read_only: bool = False) -
     try:
         if made_new:  # the replies it may have lost are named (bot/state_new.py)
             await state.run(mark_new)
-        if not read_only:  # what an empty outbox owes is written after it (bot/resume.py)
+        # What an empty outbox owes is written after it (bot/resume.py). Read first: once
+        # marked, an open (every command's) takes no write transaction for it.
+        if not read_only and await state.run(born_at, write=False) is None:
             await state.run(mark_born)
         found = await state.run(_quick_check, write=False) if check else ["ok"]
     except BaseException:
