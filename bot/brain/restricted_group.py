@@ -64,11 +64,11 @@ def group_history(lines: Iterable[Mapping[str, Any]]) -> tuple[HistoryTurn, ...]
         if role not in ("user", "assistant") or not isinstance(content, str):
             continue
         if role == "user" and line.get("fromOwner") is True:
-            content = owner_marked(_late(line) + content)
+            content = owner_marked(_with_late(line, content))
         elif role == "user" and anonymous_sender(line.get("metadata") or {}):
-            content = ANONYMOUS_MARK + _late(line) + unmarked(content)
+            content = ANONYMOUS_MARK + _with_late(line, unmarked(content))
         elif role == "user":
-            content = member_mark(member_name(line)) + _late(line) + unmarked(content)
+            content = member_mark(member_name(line)) + _with_late(line, unmarked(content))
         out.append(HistoryTurn(role=role, content=content))
     return tuple(out)
 
@@ -77,12 +77,11 @@ def member_message(line: Mapping[str, Any] | None, text: str) -> str:
     """The member's message answered, ``text``, as their reply reads it: what imitates
     the owner's mark flagged, after the label saying when it was written when that was
     long before it came (its transcript ``line``; None: not found, shown as it is)."""
-    label = late_label(line, RESTRICTED_ZONE) if line is not None else None
-    return with_late_note(label, unmarked(text))  # (a blank one keeps its placeholder)
+    return unmarked(text) if line is None else _with_late(line, unmarked(text))
 
 
-def _late(line: Mapping[str, Any]) -> str:
-    """The label of a user ``line`` written long before it came, with the space after
-    it (the words follow), or ''."""
-    label = late_label(line, RESTRICTED_ZONE)
-    return f"{label} " if label else ""
+def _with_late(line: Mapping[str, Any], text: str) -> str:
+    """``text`` of a user ``line`` after the label saying when it was written, if long
+    before it came (a blank one keeps its placeholder after it: the label alone read as
+    the words before session 42)."""
+    return with_late_note(late_label(line, RESTRICTED_ZONE), text)

@@ -139,6 +139,9 @@ def test_a_late_line_says_when_it_was_written_after_whose_it_is() -> None:
     assert admin.content == f"{ANONYMOUS_MARK}{LABEL}the car is booked"
     assert member_on_time.content == f"{member_mark('Bo')}me"
     assert reply.content == "Sure."
+    # a blank late line keeps its placeholder after the label (session 42)
+    (blank,) = group_history([_turn("user", "", sender="Ann", fromOwner=False, **late)])
+    assert blank.content == f"{member_mark('Ann')}{LABEL}{EMPTY_MESSAGE}"
 
 
 LATE = {"timestamp": ARRIVED, "metadata": {"sentAt": WRITTEN}}
