@@ -15,9 +15,8 @@ import asyncio
 from typing import Any
 
 from bot.db import SyncConn
-from bot.forwards import window_part
 from bot.vector_store import text_digest
-from bot.vectors import WINDOW_CHARS, window_text
+from bot.vectors import turn_text, window_last_of, window_text
 
 CONVERSATIONS_AT_ONCE = 256  # conversations matched per read of either index
 
@@ -57,8 +56,7 @@ def _recall_turns(conn: SyncConn, conv_ids: list[str]) -> dict[str, Turns]:
         "ORDER BY conversation_id, turn_number, id",
         conv_ids,
     ):
-        text = window_part(str(content), forward, WINDOW_CHARS)
-        found.setdefault(str(conv_id), []).append((int(turn_id), text))
+        found.setdefault(str(conv_id), []).append((int(turn_id), turn_text(content, forward)))
     return found
 
 
@@ -102,11 +100,11 @@ def match_windows(
             digest = text_digest(window_text(old_texts[lo : upto + 1], at - lo, radius))
         by_text.setdefault(digest, turn_id)
     texts = [content for _, content in new]
+    ids = [turn_id for turn_id, _ in new]
     found: list[tuple[int, tuple[int, int, str]]] = []
-    for at, (turn_id, _) in enumerate(new):
+    for at, turn_id in enumerate(ids):
         digest = text_digest(window_text(texts, at, radius))
         source = by_text.get(digest)
         if source is not None:
-            last = new[min(at + radius, len(new) - 1)][0]
-            found.append((source, (turn_id, last, digest)))
+            found.append((source, (turn_id, window_last_of(ids, at, radius), digest)))
     return found

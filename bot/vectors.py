@@ -82,6 +82,20 @@ def window_text(turns: Sequence[str], index: int, radius: int) -> str:
     return text[:WINDOW_CHARS]
 
 
+def turn_text(content: object, forwarded: str | None) -> str:
+    """A turn as its windows hold it: ``content``, then the mail the owner forwarded
+    (``turns.forwarded``) under its label (:func:`bot.forwards.window_part`). The daemon
+    and ``my-agent reindex`` (bot/reindex_windows.py) both read turns so: a drift
+    between them would keep no vector across a reindex, silently."""
+    return window_part(str(content), forwarded, WINDOW_CHARS)
+
+
+def window_last_of(ids: Sequence[int], index: int, radius: int) -> int:
+    """The id of the last turn the window of the turn at ``index`` holds (what
+    ``turn_vectors.window_last`` records: a later neighbour changes it)."""
+    return int(ids[min(index + radius, len(ids) - 1)])
+
+
 class VectorIndex(VectorRebuild, VectorSearch):
     """Turn-window and abbreviation vectors in ``conversations.db`` plus their KNN
     (the rebuild and its retry: :class:`~bot.vector_rebuild.VectorRebuild`; the KNN
@@ -271,14 +285,14 @@ class VectorIndex(VectorRebuild, VectorSearch):
             return 0
         # a mail the owner forwarded is in its turn's window, labelled after their words
         # (before session 42 search by meaning never saw it: keyword search alone did)
-        texts = [window_part(str(t[1]), t[2], WINDOW_CHARS) for t in turns]
+        texts = [turn_text(t[1], t[2]) for t in turns]
+        ids = [int(t[0]) for t in turns]
         todo: list[tuple[int, int, str]] = []  # (turn id, id of the window's last turn, text)
-        for i, (turn_id, *_) in enumerate(turns):
-            # window_last records the last turn the window saw: a new neighbour changes it
-            window_last = int(turns[min(i + radius, len(turns) - 1)][0])
-            if done.get(int(turn_id)) == window_last:
+        for i, turn_id in enumerate(ids):
+            window_last = window_last_of(ids, i, radius)
+            if done.get(turn_id) == window_last:
                 continue
-            todo.append((int(turn_id), window_last, window_text(texts, i, radius)))
+            todo.append((turn_id, window_last, window_text(texts, i, radius)))
             if limit is not None and len(todo) >= limit:
                 break
         if not todo:
@@ -347,4 +361,4 @@ class VectorIndex(VectorRebuild, VectorSearch):
 
 
 # META_KEY stays importable from here (it names the vector space in index_meta).
-__all__ = ["META_KEY", "WINDOW_CHARS", "VectorIndex", "window_text"]
+__all__ = ["META_KEY", "WINDOW_CHARS", "VectorIndex", "turn_text", "window_last_of", "window_text"]
