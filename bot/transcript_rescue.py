@@ -24,11 +24,11 @@ the file is given a line that keeps the lost turns' numbers taken (:func:`number
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 
 from bot.db import SyncConn
+from bot.durable_files import replace_durably
 from bot.index import SELECT_CONVERSATION, row_to_record
 from bot.index_writes import TURNS_LOST, meta_from_record
 from bot.transcript_lines import Line, event_line, turn_line
@@ -163,15 +163,4 @@ def write_copy(path: Path, lines: list[Line]) -> None:
     what it holds, so it must be on the disk before the rows it came from are deleted."""
     path.parent.mkdir(mode=0o700, exist_ok=True)
     data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
-    temporary = path.with_name(f".{path.name}.tmp")
-    # 0600 as every transcript: the owner's words
-    with open(temporary, "wb", opener=lambda p, f: os.open(p, f, 0o600)) as fh:
-        fh.write(data.encode("utf-8"))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    replace_durably(path, data.encode("utf-8"))  # 0600, as every transcript

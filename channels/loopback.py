@@ -31,6 +31,7 @@ from aiohttp.typedefs import Handler
 
 from bot.channel import ChannelHost, DeliveryError
 from bot.config import AppConfig
+from bot.durable_files import replace_durably
 from bot.events import InboundMessage, OutboundMessage, SendResult, iso, utcnow
 from bot.spool import HeldForRetry
 
@@ -263,25 +264,7 @@ def cut_to_latest(path: Path, keep_bytes: int, keep_lines: int) -> int:
             break
         kept += 1
         size += len(line)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        try:
-            view = memoryview(b"".join(lines[len(lines) - kept :]))
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    replace_durably(path, b"".join(lines[len(lines) - kept :]))
     return kept
 
 

@@ -222,7 +222,7 @@ async def test_the_sent_record_is_cut_to_its_latest_lines_past_its_limit(
     outboxes = [s["outbox"] for s in sent]
     assert outboxes == list(range(41 - len(sent), 41))  # the latest, whole and in order
     assert len(sent) >= 2
-    assert not path.with_name(path.name + ".tmp").exists()
+    assert not path.with_name(f".{path.name}.tmp").exists()
     # a restart still knows the latest sends: a resend of one is skipped
     again = loopback.LoopbackChannel(config)
     await again.start(None)  # type: ignore[arg-type]
