@@ -6,7 +6,8 @@ marker on ("---------- Forwarded message ---------", "Begin forwarded message:",
 message from <sender> -----") the text is kept as it is, up to where the client marks
 the forward's end (:func:`forward_end`: an "End of Forwarded Message" line, mutt's
 "----- End forwarded message -----", or the end of a ``>`` block the forward is quoted
-in, followed by unquoted text). Nothing marking it, the forward runs to the end.
+in whole, headers too, followed by unquoted text). Nothing marking it, the forward runs
+to the end.
 :func:`forward_headers` reads its From, Date (or Sent) and Subject lines.
 
 Which lines are the sender's own, history, or a forward (for a mail whose subject says
@@ -57,9 +58,10 @@ def is_forward_marker(line: str) -> bool:
 def forward_end(lines: list[str], start: int) -> int:
     """The index past the last line of the forwarded message that starts at ``start``:
     past its client's end marker ("-------- End of Forwarded Message --------", a
-    forward inside it ending at its own), else past the ``>`` block it is quoted in when
-    unquoted text follows that block; else the end of the text (nothing marks where it
-    ends: what follows may be the forwarded mail's own, kept in it as before)."""
+    forward inside it ending at its own), else past the ``>`` block it is quoted in whole
+    (headers quoted, from the line after the marker) when unquoted text follows that
+    block; else the end of the text (nothing marks where it ends: what follows may be
+    the forwarded mail's own, kept in it as before)."""
     depth = 1
     for k in range(start + 1, len(lines)):
         if is_forward_marker(lines[k]):
@@ -68,18 +70,16 @@ def forward_end(lines: list[str], start: int) -> int:
             depth -= 1
             if depth == 0:
                 return k + 1
-    # A forward quoted whole (the marker, perhaps its header lines, then "> " lines):
-    # it ends with the quote when the sender writes on below it.
+    # A forward quoted whole, its header lines too (the marker, then "> From: ..." at once,
+    # as Apple Mail's plain text has it):
+    # it ends with the quote when the sender writes on below it. Header lines NOT quoted
+    # are no such forward: a Gmail forward of a mail that starts with a quote ("> Did
+    # you get the invoice?" and the sender's answer below it) has that shape, and before
+    # session 42's review the sender's words below the quote were read as the owner's.
     k = start + 1
     while k < len(lines) and not lines[k].strip():
         k += 1
-    while k < len(lines) and lines[k].strip() and not _QUOTE.match(lines[k]):
-        if _HEADER_LINE.match(lines[k]) is None:
-            return len(lines)  # the forwarded text itself, unquoted
-        k += 1
-    while k < len(lines) and not lines[k].strip():
-        k += 1
-    if k == len(lines) or not _QUOTE.match(lines[k]):
+    if k == len(lines) or not _quoted_header(lines[k]):
         return len(lines)
     last = k
     while k < len(lines) and (_QUOTE.match(lines[k]) or not lines[k].strip()):
@@ -126,3 +126,9 @@ def forward_headers(block: str) -> dict[str, str]:
             if label in labels and key not in found and match.group(2):
                 found[key] = match.group(2)
     return found
+
+
+def _quoted_header(line: str) -> bool:
+    """Whether ``line`` is a header line of a forward quoted whole ("> From: Ana")."""
+    quote = _QUOTE.match(line)
+    return quote is not None and _HEADER_LINE.match(line[quote.end() :]) is not None
