@@ -214,6 +214,11 @@ async def _open_services(
     services.brain = brain if brain is not None else build_brain(config, services)
     services.router = Router(services)
     services.replies = ReplyEngine(services)
+    interrupted = False  # (Ctrl-C, a cancelled start: recovery stops at its next check)
+
+    def stopping() -> bool:
+        return interrupted or (stop is not None and stop.is_set())
+
     try:
         if recover_now and store.shared:
             # A daemon runs on this data directory (a one-shot command next to it): it is
@@ -221,7 +226,6 @@ async def _open_services(
             # indexed them a second time (duplicate turns). Its index is read as it is.
             log.info("a daemon runs on %s: its index is not caught up here", config.data_dir)
         elif recover_now:
-            stopping = stop.is_set if stop is not None else lambda: False
             services.recovery = await index_db.run(
                 lambda c: recover(
                     c,
@@ -236,11 +240,16 @@ async def _open_services(
             log.info("recovery: %s", services.recovery.to_dict())
         if load_refs:  # every ref ever recorded: 0.3 s at 150,000 (docs/benchmarks.md)
             await index.load_refs()
-    except Exception as exc:
+    except BaseException as exc:
         # Close the connections: their threads would otherwise keep the process alive.
+        # Cancelled too (Ctrl-C in a command's catch-up or `reindex`'s rebuild): before
+        # session 42 only an Exception closed them, and the process hung at its exit.
+        interrupted = True
         store.close()
         services.external.close()
         await close_all(opened)
+        if not isinstance(exc, Exception):
+            raise
         if not exclusive and is_corruption(exc):
             # a command (no daemon runs here: it would have skipped recovery): the remedy
             # named, as for damage a command's own query meets (bot.cli_store)

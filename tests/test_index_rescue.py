@@ -283,3 +283,42 @@ async def test_a_missing_state_db_next_to_conversations_is_said(
     services = await open_services(config, brain=ScriptedBrain(), exclusive=True)
     await shutdown_services(services)
     assert any("state.db is missing" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_start_cancelled_in_recovery_stops_it_and_gives_the_store_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 42's QA): Ctrl-C during a command's catch-up (`reindex`'s row
+    # rebuild) cancelled the open, whose cleanup ran on an Exception only: recovery went
+    # on, its connections' threads and the store stayed open, the process never exited.
+    import asyncio
+    import threading
+    import time
+
+    from bot import services as services_module
+
+    config = make_config(tmp_path)
+    await _store(config)
+    real = services_module.recover
+    started, asked_to_stop = threading.Event(), threading.Event()
+
+    def waits_for_a_stop(*args: Any, **kwargs: Any) -> Any:
+        started.set()
+        stopping = args[4]
+        deadline = time.monotonic() + 10
+        while not stopping() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if stopping():
+            asked_to_stop.set()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(services_module, "recover", waits_for_a_stop)
+    opening = asyncio.create_task(open_services(config, brain=ScriptedBrain(), exclusive=True))
+    assert await asyncio.to_thread(started.wait, 10)
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    assert await asyncio.to_thread(asked_to_stop.wait, 5)
+    monkeypatch.setattr(services_module, "recover", real)
+    services = await open_services(config, brain=ScriptedBrain(), exclusive=True)  # free
+    await shutdown_services(services)
