@@ -133,7 +133,19 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         # What the old index holds of the same texts by the same model is copied before it
         # goes (a copy: seconds, the lock held so that no daemon embeds meanwhile); before
         # session 42 every vector was embedded again (~30 minutes at 105,000 turns).
-        report["vectorsKept"] = await carry_vectors(s, aside, report["warnings"])
+        try:
+            report["vectorsKept"] = await carry_vectors(s, aside, report["warnings"])
+        except asyncio.CancelledError:
+            # (said, as --vectors' Ctrl-C says it: before session 42 it exited 130 silent,
+            # and the owner could not tell which index was left)
+            print(
+                "my-agent reindex: interrupted while the old index's vectors were copied:"
+                " the rebuilt index is kept, with what was copied; the daemon embeds the"
+                " rest at its start",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise
         report["vectorsOwed"] = await owed_vectors(s)  # (once, after the copy)
         report["seconds"] = round(time.monotonic() - started, 2)
         store_given_back()

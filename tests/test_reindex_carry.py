@@ -417,3 +417,43 @@ def test_a_rebuilt_store_with_new_words_stays_incomplete(
     # brought "canoe" and "downriver": the scan finds none left to add)
     assert not soft and len(scans) == 1
     assert _terms_mark(config) == (embedder.model_id,)
+
+
+def test_ctrl_c_while_the_vectors_are_copied_says_the_rebuilt_index_is_kept(
+    store: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (session 42's QA): a Ctrl-C during the copy exited 130 saying nothing.
+    import signal
+
+    import bot.reindex_carry
+    from bot import exitcodes
+
+    path, config, _ = store
+    _embedded(path, config)
+    real = bot.reindex_carry._copy
+    calls: list[int] = []
+
+    async def interrupted_once(*args: Any) -> int:
+        calls.append(1)
+        if len(calls) == 2:  # the notes' copy, after the windows'
+            signal.raise_signal(signal.SIGINT)
+            await asyncio.sleep(1)
+        return await real(*args)
+
+    monkeypatch.setattr(bot.reindex_carry, "_copy", interrupted_once)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        capsys.readouterr()
+        status = cli.main(["--config", str(path), "reindex"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert status == exitcodes.EX_INTERRUPTED
+    err = capsys.readouterr().err
+    assert "the rebuilt index is kept" in err, err
+    assert "back as it was before the reindex" not in err
+    conn = sqlite3.connect(str(config.index_path))
+    try:
+        assert conn.execute("SELECT count(*) FROM turns").fetchone()[0] == 6
+        assert conn.execute("SELECT count(*) FROM turn_vectors").fetchone()[0] == 6  # copied
+    finally:
+        conn.close()
