@@ -664,27 +664,35 @@ async def test_a_keyword_title_from_an_outage_is_still_owed_after_a_restart(
     assert row.title == "Kitchen Renovation Budget" and row.last_named_turn == 5
 
 
-async def test_one_conversation_the_model_refuses_does_not_stop_the_naming_retries(
-    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
-) -> None:
-    # The retry stops at the first failure (the model down: no call per conversation);
-    # one the model always refuses went first every time and no other was retried.
+async def _refused_and_owed(core: Core) -> tuple[str, str]:
+    """Two conversations with notes whose naming is owed: the model refuses the first
+    (:func:`_refuses_zebra`), names the second."""
     refused = (await core.manager.create("web")).id
     await _user_turns(core, refused, 6, text="zebra crossing fines")
     owed = (await core.manager.create("web")).id
     await _user_turns(core, owed, 6, text="kitchen renovation budget")
     for each in (refused, owed):
         await core.manager.set_abbreviation(each, "Notes.", None)
+    return refused, owed
 
-    def naming(system: str, prompt: str) -> str:
-        if "zebra" in prompt:
-            raise RequestRefused("400 invalid request")
-        return '{"title": "Kitchen Renovation Budget", "topics": ["kitchen"]}'
+
+def _refuses_zebra(system: str, prompt: str) -> str:
+    if "zebra" in prompt:
+        raise RequestRefused("400 invalid request")
+    return '{"title": "Kitchen Renovation Budget", "topics": ["kitchen"]}'
+
+
+async def test_one_conversation_the_model_refuses_does_not_stop_the_naming_retries(
+    core: Core, clock: ManualClock, make_lifecycle: MakeLifecycle, model: ScriptedModel
+) -> None:
+    # The retry stops at the first failure (the model down: no call per conversation);
+    # one the model always refuses went first every time and no other was retried.
+    refused, owed = await _refused_and_owed(core)
 
     model.naming = unavailable()
     lifecycle = await make_lifecycle(model)
     await lifecycle.settle()
-    model.naming = naming
+    model.naming = _refuses_zebra
     for _ in range(4):
         clock.advance(1200)
         await lifecycle.run_due()
@@ -801,17 +809,7 @@ async def test_naming_failures_are_counted_only_while_the_naming_is_owed(
 ) -> None:
     # Regression (session 41): a conversation whose naming the model failed kept its
     # count (the retries' order) for the life of the daemon, named since or not.
-    refused = (await core.manager.create("web")).id
-    await _user_turns(core, refused, 6, text="zebra crossing fines")
-    owed = (await core.manager.create("web")).id
-    await _user_turns(core, owed, 6, text="kitchen renovation budget")
-    for each in (refused, owed):
-        await core.manager.set_abbreviation(each, "Notes.", None)
-
-    def naming(system: str, prompt: str) -> str:
-        if "zebra" in prompt:
-            raise RequestRefused("400 invalid request")
-        return '{"title": "Kitchen Renovation Budget", "topics": ["kitchen"]}'
+    refused, owed = await _refused_and_owed(core)
 
     model.naming = unavailable()
     lifecycle = await make_lifecycle(model)
@@ -820,7 +818,7 @@ async def test_naming_failures_are_counted_only_while_the_naming_is_owed(
         clock.advance(1200)
         await lifecycle.run_due()
     assert set(lifecycle._naming_failures) == {refused, owed}
-    model.naming = naming
+    model.naming = _refuses_zebra
     for _ in range(6):  # (past the backoff the outage left)
         clock.advance(3600)
         await lifecycle.run_due()
