@@ -70,12 +70,12 @@ def forward_end(lines: list[str], start: int) -> int:
             depth -= 1
             if depth == 0:
                 return k + 1
-    # A forward quoted whole, its header lines too (the marker, then "> From: ..." at once,
-    # as Apple Mail's plain text has it):
-    # it ends with the quote when the sender writes on below it. Header lines NOT quoted
-    # are no such forward: a Gmail forward of a mail that starts with a quote ("> Did
-    # you get the invoice?" and the sender's answer below it) has that shape, and before
-    # session 42's review the sender's words below the quote were read as the owner's.
+    # A forward quoted whole, its header lines too (the marker, then "> From: ..." at
+    # once, as Apple Mail's plain text has it): it ends with the quote when the sender
+    # writes on below it. Header lines NOT quoted are no such forward: a Gmail forward
+    # of a mail that starts with a quote ("> Did you get the invoice?", the sender's
+    # answer below it) has that shape, and this session's first rule read the sender's
+    # words below the quote as the owner's (session 42, found by QA the same day).
     k = start + 1
     while k < len(lines) and not lines[k].strip():
         k += 1
